@@ -1,0 +1,75 @@
+"""Read a config file: YAML, then the model, then the cross-references; errors name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from xds_control.config.references import check_references
+from xds_control.config.root import Config
+from xds_control.errors import ConfigError
+
+__all__ = ["field_path", "load_config", "parse_config", "validation_problems"]
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """``('pools', 0, 'endpoints', 1, 'address')`` -> ``pools[0].endpoints[1].address``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.startswith(("function-", "tagged-union")):
+            continue
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """One ``(field_path, message)`` per pydantic error, in a form an operator reads."""
+    errors = exc.errors(include_url=False)
+    locs = [tuple(error["loc"]) for error in errors]
+    problems = []
+    for error in errors:
+        loc = tuple(error["loc"])
+        # A list whose items failed also reports "too short"; the item errors say it better.
+        if error["type"] == "too_short" and any(o[: len(loc)] == loc and o != loc for o in locs):
+            continue
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown field"
+        problems.append((field_path(loc), message))
+    return problems
+
+
+def parse_config(*, text: str, source: str = "") -> Config:
+    """Validate YAML text into a ``Config``; raise ``ConfigError`` listing every problem."""
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([("", f"not valid YAML: {exc}")], source=source) from exc
+    if data is None:
+        raise ConfigError([("", "the file is empty")], source=source)
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ConfigError([("", f"expected a mapping at the top, got {kind}")], source=source)
+    try:
+        config = Config(**data)
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc), source=source) from exc
+    problems = check_references(config)
+    if problems:
+        raise ConfigError(problems, source=source)
+    return config
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate the config file at ``path`` (blocking: call it off the event loop)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], source=str(path)) from exc
+    return parse_config(text=text, source=str(path))

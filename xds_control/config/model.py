@@ -1,0 +1,262 @@
+"""The config model: pools of inference servers, the listeners and routes in front of them.
+
+One pydantic model validates the YAML file, ``XDS_CONTROL_*`` environment overrides and, later,
+the Helm chart's ``values.config``. Every field's description says why its default is what it is.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from xds_control.config.address import IpPort
+
+__all__ = [
+    "CircuitBreakers",
+    "EndpointConfig",
+    "Engine",
+    "HashKey",
+    "HeaderMatch",
+    "LbPolicy",
+    "Listener",
+    "LoadBalancing",
+    "OutlierDetection",
+    "Pool",
+    "RetryPolicy",
+    "Route",
+    "RouteMatch",
+]
+
+Name = Annotated[
+    str,
+    Field(
+        pattern=r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$",
+        description="Lower-case letters, digits, '.', '_' and '-' (it becomes an Envoy name).",
+    ),
+]
+
+
+class Model(BaseModel):
+    """Strict, immutable config node: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Engine(StrEnum):
+    """The inference engine behind a pool; it selects metric names and the engine base weight."""
+
+    VLLM = "vllm"
+    TRITON = "triton"
+    ONNXRUNTIME = "onnxruntime"
+    SGLANG = "sglang"
+
+
+class LbPolicy(StrEnum):
+    """Envoy's load-balancing policy for a pool; both honour endpoint weights."""
+
+    MAGLEV = "maglev"
+    LEAST_REQUEST = "least_request"
+
+
+class EndpointConfig(Model):
+    """One inference server."""
+
+    address: IpPort = Field(description="IP:PORT of the server; EDS endpoints must be IPs.")
+    weight: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="Static weight (1..100; Envoy rejects 0) used until the weight engine runs.",
+    )
+
+
+def _is_prime(n: int) -> bool:
+    return n > 1 and all(n % d for d in range(2, int(n**0.5) + 1))
+
+
+class LoadBalancing(Model):
+    """How Envoy spreads a pool's requests over its endpoints."""
+
+    policy: LbPolicy = Field(
+        default=LbPolicy.MAGLEV,
+        description="maglev keeps a prompt prefix or session on one server (warm KV cache); "
+        "least_request suits traffic with no reusable prefix.",
+    )
+    maglev_table_size: int = Field(
+        default=65537,
+        ge=3,
+        le=5000011,
+        description="Prime size of the MAGLEV lookup table; Envoy's default 65537 keeps the "
+        "share error under 1% for up to a few hundred endpoints.",
+    )
+    hash_balance_factor: int | None = Field(
+        default=None,
+        ge=100,
+        description="Bounded load in percent of the average (e.g. 150): no server takes more "
+        "than this while others have room. Unset means pure consistent hashing.",
+    )
+    choice_count: int = Field(
+        default=2,
+        ge=2,
+        description="least_request: hosts sampled per pick (power of two choices).",
+    )
+
+    @field_validator("maglev_table_size")
+    @classmethod
+    def _prime(cls, value: int) -> int:
+        if not _is_prime(value):
+            raise ValueError(f"{value} is not prime (Envoy requires a prime MAGLEV table size)")
+        return value
+
+
+class CircuitBreakers(Model):
+    """Envoy's per-pool limits; defaults are Envoy's own, which suit most fleets."""
+
+    max_connections: int = Field(default=1024, ge=1, description="Upstream connections.")
+    max_pending_requests: int = Field(default=1024, ge=1, description="Requests queued in Envoy.")
+    max_requests: int = Field(default=1024, ge=1, description="Requests in flight.")
+    max_retries: int = Field(default=3, ge=0, description="Retries in flight.")
+
+
+class OutlierDetection(Model):
+    """Passive health checking: Envoy ejects a server that keeps failing."""
+
+    consecutive_5xx: int = Field(default=5, ge=1, description="5xx in a row before ejection.")
+    interval_s: float = Field(default=10.0, gt=0, description="Seconds between ejection sweeps.")
+    base_ejection_time_s: float = Field(
+        default=30.0, gt=0, description="Seconds a first ejection lasts (it grows on repeats)."
+    )
+    max_ejection_percent: int = Field(
+        default=50, ge=0, le=100, description="Never eject more than this share of a pool."
+    )
+
+
+class Pool(Model):
+    """A pool of inference servers: one Envoy cluster."""
+
+    name: Name
+    engine: Engine = Field(default=Engine.VLLM, description="Engine type of every server.")
+    endpoints: tuple[EndpointConfig, ...] = Field(
+        default=(), description="Servers listed inline. Use this or endpoints_file."
+    )
+    endpoints_file: Path | None = Field(
+        default=None,
+        description="YAML file with an `endpoints:` list, watched for changes; relative paths "
+        "are read from the config file's folder.",
+    )
+    lb: LoadBalancing = Field(default_factory=LoadBalancing)
+    connect_timeout_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="TCP connect timeout; servers are near.",
+    )
+    protocol: Literal["http1", "http2"] = Field(
+        default="http1",
+        description="Upstream protocol. vLLM's and SGLang's OpenAI servers speak HTTP/1.1.",
+    )
+    circuit_breakers: CircuitBreakers = Field(default_factory=CircuitBreakers)
+    outlier_detection: OutlierDetection | None = Field(
+        default=None, description="Unset: no passive ejection (the weight engine reacts instead)."
+    )
+
+    @model_validator(mode="after")
+    def _one_endpoint_source(self) -> Self:
+        if self.endpoints and self.endpoints_file is not None:
+            raise ValueError("give either endpoints or endpoints_file, not both")
+        return self
+
+
+class HeaderMatch(Model):
+    """Match a request header; exactly one of exact, prefix, regex, present."""
+
+    name: str = Field(min_length=1, description="Header name (case-insensitive).")
+    exact: str | None = None
+    prefix: str | None = None
+    regex: str | None = Field(
+        default=None, description="RE2 syntax (Envoy's); Python-only syntax is rejected by Envoy."
+    )
+    present: bool | None = None
+    invert: bool = Field(default=False, description="Match when the condition does not hold.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        given = [k for k in ("exact", "prefix", "regex", "present") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of exact, prefix, regex, present")
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
+        return self
+
+
+class RouteMatch(Model):
+    """What a request must look like to take a route."""
+
+    prefix: str = Field(default="/", pattern=r"^/", description="Path prefix.")
+    headers: tuple[HeaderMatch, ...] = Field(default=(), description="All must match.")
+    model: str | None = Field(
+        default=None,
+        description="Model name, matched exactly on the header named by `model_header` "
+        "(set by clients or a body-to-header filter in front).",
+    )
+
+
+class HashKey(Model):
+    """One source of the consistent-hash key; a route lists them as a fallback chain."""
+
+    header: str | None = Field(default=None, description="Hash on this header's value.")
+    source_ip: bool | None = Field(default=None, description="Hash on the client's address.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        if (self.header is None) == (self.source_ip is None):
+            raise ValueError("give exactly one of header, source_ip")
+        return self
+
+
+class RetryPolicy(Model):
+    """Envoy retries; generative requests are expensive, so retry only what never started."""
+
+    retry_on: str = Field(
+        default="connect-failure,refused-stream,reset",
+        description="Envoy retry_on conditions (comma-separated).",
+    )
+    num_retries: int = Field(default=1, ge=0, le=10, description="Retries per request.")
+    per_try_timeout_s: float | None = Field(default=None, gt=0, description="Unset: no limit.")
+
+
+DEFAULT_HASH_POLICY = (HashKey(header="x-session-id"), HashKey(header="x-prefix-hash"))
+
+
+class Route(Model):
+    """Send matching requests to a pool."""
+
+    name: Name
+    match: RouteMatch = Field(default_factory=RouteMatch)
+    pool: str = Field(description="Name of the pool that serves the route.")
+    timeout_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="Whole-request timeout; long, since generation takes minutes. 0 disables.",
+    )
+    retry: RetryPolicy | None = Field(default=None, description="Unset: no retries.")
+    hash_policy: tuple[HashKey, ...] = Field(
+        default=DEFAULT_HASH_POLICY,
+        description="Hash key sources tried in order; the first present one wins. With none "
+        "present Envoy picks by weight at random. Default: session id, then prompt-prefix hash.",
+    )
+
+
+class Listener(Model):
+    """An Envoy listener with its route table."""
+
+    name: Name
+    address: IpPort = Field(description="IP:PORT Envoy listens on.")
+    routes: tuple[Route, ...] = Field(min_length=1, description="Tried in order; first match wins.")

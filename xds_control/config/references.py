@@ -1,0 +1,42 @@
+"""Checks across the config tree that a single field cannot make: names and references."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xds_control.config.root import Config
+
+__all__ = ["check_references"]
+
+
+def _duplicates(names: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    seen: dict[str, str] = {}
+    problems = []
+    for path, name in names:
+        if name in seen:
+            problems.append((path, f"duplicate name {name!r} (first at {seen[name]})"))
+        else:
+            seen[name] = path
+    return problems
+
+
+def check_references(config: Config) -> list[tuple[str, str]]:
+    """Return ``(field_path, message)`` for every duplicate name and dangling reference."""
+    problems = _duplicates((f"pools[{i}].name", p.name) for i, p in enumerate(config.pools))
+    problems += _duplicates(
+        (f"listeners[{i}].name", lis.name) for i, lis in enumerate(config.listeners)
+    )
+    problems += _duplicates(
+        (f"listeners[{i}].address", lis.address) for i, lis in enumerate(config.listeners)
+    )
+    pools = {pool.name for pool in config.pools}
+    for i, listener in enumerate(config.listeners):
+        base = f"listeners[{i}].routes"
+        problems += _duplicates(
+            (f"{base}[{j}].name", r.name) for j, r in enumerate(listener.routes)
+        )
+        for j, route in enumerate(listener.routes):
+            if route.pool not in pools:
+                known = ", ".join(sorted(pools))
+                problems.append((f"{base}[{j}].pool", f"no pool named {route.pool!r} ({known})"))
+    return problems

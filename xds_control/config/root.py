@@ -1,0 +1,67 @@
+"""The root of the config: pools, listeners and the control plane's own settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from xds_control.config.address import IpPort
+from xds_control.config.model import Listener, Pool
+
+__all__ = ["ENV_PREFIX", "Config"]
+
+ENV_PREFIX = "XDS_CONTROL_"
+
+
+class Config(BaseSettings):
+    """Everything xds-control serves. YAML gives the values; ``XDS_CONTROL_*`` env overrides them
+    (nested with ``__``, e.g. ``XDS_CONTROL_MODEL_HEADER``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    xds_address: IpPort = Field(
+        default="0.0.0.0:18000", description="Where the ADS gRPC server listens (all interfaces)."
+    )
+    admin_address: IpPort = Field(
+        default="127.0.0.1:9902",
+        description="Admin HTTP (/healthz, /readyz, /metrics, /v1/*); loopback by default since "
+        "it is unauthenticated.",
+    )
+    model_header: str = Field(
+        default="x-model",
+        min_length=1,
+        description="Header that route `match.model` compares against.",
+    )
+    pools: tuple[Pool, ...] = Field(min_length=1, description="Pools of inference servers.")
+    listeners: tuple[Listener, ...] = Field(min_length=1, description="Envoy listeners.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment beats the file: operators override one value without editing YAML.
+        return (env_settings, init_settings)
+
+    def pool(self, name: str) -> Pool:
+        """The pool called ``name``; ``KeyError`` when there is none."""
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(name)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts an operator checks first."""
+        return {
+            "pools": len(self.pools),
+            "listeners": len(self.listeners),
+            "routes": sum(len(listener.routes) for listener in self.listeners),
+        }

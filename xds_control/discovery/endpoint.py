@@ -1,0 +1,19 @@
+"""A discovered endpoint: one inference server of one pool."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Endpoint"]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """An inference server as discovery sees it; ``address`` (``IP:PORT``) is its identity
+    everywhere downstream: signals are keyed by it, the engine decides per it."""
+
+    address: str
+    host: str
+    port: int
+    weight: int
+    """Static weight from config (1..100): the weight until the engine decides otherwise."""

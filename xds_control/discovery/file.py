@@ -1,0 +1,60 @@
+"""Endpoints kept in a YAML file beside the config, re-read when it changes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from xds_control.config import EndpointConfig
+from xds_control.config.load import validation_problems
+from xds_control.discovery.endpoint import Endpoint
+from xds_control.discovery.static import to_endpoints
+from xds_control.errors import DiscoveryError
+
+__all__ = ["FileSource", "parse_endpoints_file"]
+
+
+class _EndpointsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    endpoints: tuple[EndpointConfig, ...]
+
+
+def parse_endpoints_file(*, text: str, source: str) -> tuple[Endpoint, ...]:
+    """Validate an endpoints file's text; raise ``DiscoveryError`` naming the field."""
+    try:
+        data: Any = yaml.safe_load(text)
+        parsed = _EndpointsFile.model_validate(data if data is not None else {})
+    except yaml.YAMLError as exc:
+        raise DiscoveryError(f"{source}: not valid YAML: {exc}") from exc
+    except ValidationError as exc:
+        detail = "; ".join(f"{path}: {msg}" for path, msg in validation_problems(exc))
+        raise DiscoveryError(f"{source}: {detail}") from exc
+    return to_endpoints(parsed.endpoints)
+
+
+class FileSource:
+    """Endpoints from ``path``: re-read only when its size, mtime or inode changes (a
+    Kubernetes ConfigMap update swaps a symlink, which changes the inode)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._endpoints: tuple[Endpoint, ...] = ()
+
+    async def fetch(self) -> tuple[Endpoint, ...]:
+        """The file's endpoints; ``DiscoveryError`` when it is missing or invalid."""
+        try:
+            stat = await asyncio.to_thread(os.stat, self._path)
+        except OSError as exc:
+            raise DiscoveryError(f"{self._path}: cannot read: {exc.strerror}") from exc
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if stamp != self._stamp:
+            text = await asyncio.to_thread(self._path.read_text, encoding="utf-8")
+            self._endpoints = parse_endpoints_file(text=text, source=str(self._path))
+            self._stamp = stamp
+        return self._endpoints
