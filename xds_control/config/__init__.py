@@ -18,15 +18,20 @@ from xds_control.config.model import (
     RouteMatch,
 )
 from xds_control.config.root import ENV_PREFIX, Config
+from xds_control.config.signals import EndpointMapping, ScrapeConfig, SignalsConfig
+from xds_control.config.weights import EngineBaseWeights, HealthPolicy, WeightPolicy
 
 __all__ = [
     "ENV_PREFIX",
     "CircuitBreakers",
     "Config",
     "EndpointConfig",
+    "EndpointMapping",
     "Engine",
+    "EngineBaseWeights",
     "HashKey",
     "HeaderMatch",
+    "HealthPolicy",
     "HostPort",
     "LbPolicy",
     "Listener",
@@ -36,6 +41,9 @@ __all__ = [
     "RetryPolicy",
     "Route",
     "RouteMatch",
+    "ScrapeConfig",
+    "SignalsConfig",
+    "WeightPolicy",
     "load_config",
     "parse_config",
     "parse_host_port",

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from xds_control.config.address import IpPort
+from xds_control.config.weights import WeightPolicy
 
 __all__ = [
     "CircuitBreakers",
@@ -162,6 +163,10 @@ class Pool(Model):
     circuit_breakers: CircuitBreakers = Field(default_factory=CircuitBreakers)
     outlier_detection: OutlierDetection | None = Field(
         default=None, description="Unset: no passive ejection (the weight engine reacts instead)."
+    )
+    weights: WeightPolicy = Field(
+        default_factory=WeightPolicy,
+        description="How the weight engine turns this pool's signals into endpoint weights.",
     )
 
     @model_validator(mode="after")

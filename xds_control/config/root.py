@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from xds_control.config.address import IpPort
 from xds_control.config.model import Listener, Pool
+from xds_control.config.signals import SignalsConfig
 
 __all__ = ["ENV_PREFIX", "Config"]
 
@@ -38,6 +39,10 @@ class Config(BaseSettings):
     )
     pools: tuple[Pool, ...] = Field(min_length=1, description="Pools of inference servers.")
     listeners: tuple[Listener, ...] = Field(min_length=1, description="Envoy listeners.")
+    signals: SignalsConfig = Field(
+        default_factory=SignalsConfig,
+        description="Where endpoint signals come from (Prometheus, direct scrape).",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -1,0 +1,122 @@
+"""Settings of the signal sources: Prometheus queries, label mapping and the direct-scrape path.
+
+Kept apart from ``weights.py`` because it names engines (``model.Engine``) while ``model.Pool``
+holds a ``WeightPolicy``: one module each avoids an import cycle.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from xds_control.config.model import Engine
+
+__all__ = ["EndpointMapping", "ScrapeConfig", "SignalsConfig"]
+
+_DURATION = r"^[1-9][0-9]*(ms|s|m|h)$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EndpointMapping(_Model):
+    """Which series label names the endpoint, optionally rewritten to ``IP:PORT``."""
+
+    label: str = Field(
+        default="instance",
+        min_length=1,
+        description="Prometheus sets `instance` to the scraped host:port, which is the endpoint "
+        "address when Prometheus scrapes the server itself.",
+    )
+    regex: str | None = Field(
+        default=None,
+        description="Full-match regex applied to the label value; unset keeps it as is. "
+        "Example: `(.*):9400` with replacement `$1:8000` maps a DCGM exporter to its server.",
+    )
+    replacement: str = Field(
+        default="$1", description="Result with `$1`.. groups, like Prometheus relabelling."
+    )
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"regex {value!r} does not compile: {exc}") from None
+        return value
+
+
+class ScrapeConfig(_Model):
+    """The direct-scrape fast path: each endpoint's own /metrics, sub-second."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Off by default: Prometheus is the fleet's metrics engine; turn this on "
+        "for queue and KV reactions faster than a Prometheus scrape interval.",
+    )
+    interval_s: float = Field(
+        default=0.5,
+        ge=0.05,
+        description="Seconds between scrapes of one endpoint; 0.5 s sees a queue spike within "
+        "one 1 s reconcile cycle.",
+    )
+    timeout_s: float = Field(
+        default=0.25,
+        gt=0,
+        description="Per-scrape timeout; a server that cannot answer /metrics in 250 ms is "
+        "counted as failing.",
+    )
+    path: str = Field(default="/metrics", pattern=r"^/", description="Metrics path.")
+    concurrency: int = Field(
+        default=64, ge=1, description="Scrapes in flight at once (bounds sockets and CPU)."
+    )
+
+
+class SignalsConfig(_Model):
+    """Where per-endpoint signals come from."""
+
+    prometheus_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://",
+        description="Base URL of Prometheus (or Thanos/Mimir); unset disables the source and "
+        "weights fall back to the base weight unless direct scraping is on.",
+    )
+    query_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="Per-query timeout; below a 1 s cycle x 2 so one slow query costs one cycle.",
+    )
+    rate_window: str = Field(
+        default="1m",
+        pattern=_DURATION,
+        description="PromQL range for rate(); 1m covers 4 scrapes at Prometheus' 15 s default.",
+    )
+    endpoint_mapping: EndpointMapping = Field(
+        default_factory=EndpointMapping,
+        description="Maps engine series to endpoint addresses.",
+    )
+    gpu_mapping: EndpointMapping = Field(
+        default_factory=EndpointMapping,
+        description="Maps DCGM exporter series to endpoint addresses (an exporter usually has "
+        "its own instance, so set a label or regex here).",
+    )
+    dcgm: bool = Field(
+        default=True, description="Query DCGM exporter metrics for GPU memory headroom."
+    )
+    templates: dict[Engine, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Per-engine PromQL overrides: signal name -> query with `$label` and "
+        "`$window` placeholders; an empty string disables that signal.",
+    )
+    scrape: ScrapeConfig = Field(default_factory=ScrapeConfig)
+    reconcile_period_s: float = Field(
+        default=1.0,
+        ge=0.05,
+        le=60,
+        description="Seconds between weight computations; DESIGN.md's model found 1 s as good "
+        "as 0.2 s below 80% load, and 5 s hurts near saturation.",
+    )

@@ -1,0 +1,203 @@
+"""Settings of the weight engine, per pool: how signals become endpoint weights.
+
+``WeightPolicy`` says how a pool turns signals into endpoint weights (``signals.py`` says where
+signals come from). Defaults follow the modelling in ``DESIGN.md``: capacity, KV usage and
+queue depth carry the weight; every other factor is gentle so it cannot fight them. See
+``docs/weights.md`` for each formula.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["EngineBaseWeights", "HealthPolicy", "WeightPolicy"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineBaseWeights(_Model):
+    """A prior per engine, multiplied into every weight (seed 2.4 of the product brief)."""
+
+    vllm: float = Field(
+        default=1.0, gt=0, le=1, description="vLLM is the reference engine (paged KV, batching)."
+    )
+    triton: float = Field(
+        default=0.85,
+        gt=0,
+        le=1,
+        description="Triton: slightly below vLLM for generative work (request-shaped scheduler).",
+    )
+    onnxruntime: float = Field(
+        default=0.6,
+        gt=0,
+        le=1,
+        description="ONNX Runtime: no paged KV cache or prefix reuse, about half the batch slots.",
+    )
+    sglang: float = Field(
+        default=1.0, gt=0, le=1, description="SGLang: on par with vLLM (RadixAttention, batching)."
+    )
+
+    def of(self, engine: str) -> float:
+        """The base weight of ``engine`` (an ``Engine`` value such as ``"vllm"``)."""
+        value: float = getattr(self, str(engine))
+        return value
+
+
+class HealthPolicy(_Model):
+    """When an endpoint leaves load balancing: it is marked, never given weight 0."""
+
+    unhealthy_after_failures: int = Field(
+        default=3,
+        ge=1,
+        description="Consecutive failed direct scrapes before UNHEALTHY; 3 rides out one slow "
+        "response or a GC pause at a sub-second scrape interval.",
+    )
+    drain_error_rate: float = Field(
+        default=0.2,
+        gt=0,
+        le=1,
+        description="Request error ratio at which an endpoint is DRAINING (no new requests); "
+        "20% is far above normal client-caused errors.",
+    )
+    unhealthy_error_rate: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Request error ratio at which an endpoint is UNHEALTHY: it fails most work.",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.unhealthy_error_rate < self.drain_error_rate:
+            raise ValueError("unhealthy_error_rate must be >= drain_error_rate")
+        return self
+
+
+class WeightPolicy(_Model):
+    """How one pool turns signals into endpoint weights (1..100)."""
+
+    capacity_exponent: float = Field(
+        default=1.0,
+        ge=0,
+        le=4,
+        description="Weight ~ relative capacity ** exponent. 1 makes shares proportional to "
+        "capacity, the setting that cut P99 TTFT 11-13x in DESIGN.md's model; 0 ignores it.",
+    )
+    max_num_seqs: int = Field(
+        default=256,
+        ge=1,
+        description="Batch slots assumed when the engine does not report them; vLLM's and "
+        "SGLang's default max_num_seqs is 256.",
+    )
+    queue_exponent: float = Field(
+        default=2.0,
+        ge=0,
+        le=4,
+        description="Queue factor 1/(1+waiting/max_num_seqs)**exponent; 2 is the modelled "
+        "setting: a queue as long as the batch quarters the weight.",
+    )
+    kv_coefficient: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="KV factor 1 - coefficient*kv_usage; 0.5 is the modelled softening (a full "
+        "cache halves the weight rather than zeroing it: vLLM preempts, it does not fail).",
+    )
+    prefix_coefficient: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Prefix affinity bonus (1+c*hit_ratio**2)/(1+c); gentle, because MAGLEV "
+        "already keeps prefixes where they are cached and large moves would remap keys.",
+    )
+    gpu_memory_coefficient: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="GPU memory factor 1 - c*used/(used+free); gentle, because vLLM and SGLang "
+        "pre-allocate ~90% of GPU memory, so this mostly flags GPUs shared with other work.",
+    )
+    slo_coefficient: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description="SLO factor 1 - c*(1 - compliance); gentle, because missed TTFT is mostly "
+        "the queue and capacity factors' business and counting it twice would oscillate.",
+    )
+    ttft_slo_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="Time-to-first-token target (seconds) for SLO compliance; 1 s is a common "
+        "interactive target.",
+    )
+    engine_base_weights: EngineBaseWeights = Field(
+        default_factory=EngineBaseWeights,
+        description="Engine priors; they scale every weight of a pool equally.",
+    )
+    base_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Weight with no data = 100 * engine base * this; 0.5 puts an unknown "
+        "endpoint mid-pack, and a pool with no data at all gets equal weights.",
+    )
+    ewma_alpha: float = Field(
+        default=0.3,
+        gt=0,
+        le=1,
+        description="Smoothing per cycle (1 = none); 0.3 follows a step within ~6 cycles and "
+        "damps noise to about a third.",
+    )
+    hysteresis: float = Field(
+        default=0.15,
+        ge=0,
+        lt=1,
+        description="A weight is republished only when it moves by this fraction of its "
+        "published value; each push rebuilds Envoy's MAGLEV table.",
+    )
+    max_step: int = Field(
+        default=30,
+        ge=1,
+        le=100,
+        description="Largest change of a weight per cycle, so one bad sample cannot swing it.",
+    )
+    quantum: int = Field(
+        default=5,
+        ge=1,
+        le=50,
+        description="Weights are multiples of this (or 1); 5 gives 20 levels, enough for shares "
+        "and coarse enough that noise does not reshuffle MAGLEV keys.",
+    )
+    stale_after_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A reading older than this is stale; 10 s spans a few Prometheus scrapes.",
+    )
+    hold_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="With no fresh reading, hold the last weight this long (a Prometheus "
+        "restart or a network blip should change nothing).",
+    )
+    decay_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="After the hold, move linearly to the base weight over this long.",
+    )
+    warmup_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="A new or restarted endpoint ramps to its computed weight over this long "
+        "(cold KV cache, CUDA graphs, JIT); 0 disables the ramp.",
+    )
+    warmup_start_fraction: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="Share of its computed weight a new endpoint starts with.",
+    )
+    health: HealthPolicy = Field(default_factory=HealthPolicy)
