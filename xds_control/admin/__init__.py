@@ -1,0 +1,5 @@
+"""Admin: the HTTP endpoints operators and xdsctl read."""
+
+from xds_control.admin.http import AdminServer
+
+__all__ = ["AdminServer"]

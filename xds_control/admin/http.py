@@ -1,0 +1,82 @@
+"""Admin HTTP: /healthz, /readyz, /metrics and JSON views under /v1/."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from xds_control.admin.views import endpoints_view, snapshot_view, status_view
+from xds_control.cache import DEFAULT_GROUP, SnapshotCache
+from xds_control.config import parse_host_port
+from xds_control.control import LoopState
+from xds_control.server import StreamRegistry
+
+__all__ = ["AdminServer"]
+
+
+class AdminServer:
+    """Serves the admin endpoints on ``address`` (loopback by default: unauthenticated)."""
+
+    def __init__(
+        self, *, address: str, state: LoopState, cache: SnapshotCache, registry: StreamRegistry
+    ) -> None:
+        self._address = parse_host_port(address)
+        self._state = state
+        self._cache = cache
+        self._registry = registry
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        app = web.Application()
+        app.add_routes(
+            [
+                web.get("/healthz", self._healthz),
+                web.get("/readyz", self._readyz),
+                web.get("/metrics", self._metrics),
+                web.get("/v1/status", self._status),
+                web.get("/v1/streams", self._streams),
+                web.get("/v1/snapshot", self._snapshot),
+                web.get("/v1/endpoints", self._endpoints),
+            ]
+        )
+        self._app = app
+
+    async def start(self) -> None:
+        """Bind and serve."""
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._address.host, self._address.port)
+        await site.start()
+        server = site._server  # aiohttp keeps the bound socket here; needed for port 0
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self._address.port
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self._cache.snapshot(DEFAULT_GROUP) is None:
+            return web.Response(status=503, text="no snapshot published yet\n")
+        return web.Response(text="ready\n")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = generate_latest()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _status(self, request: web.Request) -> web.Response:
+        return web.json_response(status_view(self._state))
+
+    async def _streams(self, request: web.Request) -> web.Response:
+        return web.json_response(self._registry.describe())
+
+    async def _snapshot(self, request: web.Request) -> web.Response:
+        resources = request.query.get("resources", "") in {"1", "true", "yes"}
+        snapshot = self._cache.snapshot(DEFAULT_GROUP)
+        return web.json_response(snapshot_view(snapshot, resources=resources))
+
+    async def _endpoints(self, request: web.Request) -> web.Response:
+        return web.json_response(endpoints_view(self._cache.snapshot(DEFAULT_GROUP)))

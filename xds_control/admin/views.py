@@ -1,0 +1,70 @@
+"""JSON views of what the control plane serves: pure functions of its state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envoy.config.endpoint.v3 import endpoint_pb2
+from google.protobuf.json_format import MessageToDict
+
+from xds_control.control import LoopState
+from xds_control.xds import Snapshot
+from xds_control.xds import type_urls as urls
+
+__all__ = ["endpoints_view", "snapshot_view", "status_view"]
+
+
+def status_view(state: LoopState) -> dict[str, Any]:
+    """Version, config health and discovery errors."""
+    return {
+        "version": state.version,
+        "published_at": state.published_at,
+        "config_path": str(state.config_path),
+        "config_error": state.config_error,
+        "discovery_errors": dict(state.discovery_errors),
+        **state.config.summary(),
+    }
+
+
+def snapshot_view(snapshot: Snapshot | None, *, resources: bool) -> dict[str, Any]:
+    """Per type: version and resource names, and the resources themselves if asked."""
+    if snapshot is None:
+        return {"version": None, "types": []}
+    types = []
+    for type_url in urls.ORDER:
+        rs = snapshot.resource_set(type_url)
+        entry: dict[str, Any] = {
+            "type": urls.SHORT_NAMES[type_url],
+            "type_url": type_url,
+            "version": rs.version,
+            "names": sorted(rs.resources),
+        }
+        if resources:
+            entry["resources"] = [
+                MessageToDict(rs.resources[name].message) for name in sorted(rs.resources)
+            ]
+        types.append(entry)
+    return {"version": snapshot.version, "types": types}
+
+
+def endpoints_view(snapshot: Snapshot | None) -> dict[str, list[dict[str, Any]]]:
+    """Each pool's endpoints with the weight and health being served."""
+    if snapshot is None:
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, prepared in sorted(snapshot.resource_set(urls.ENDPOINT).resources.items()):
+        cla = prepared.message
+        assert isinstance(cla, endpoint_pb2.ClusterLoadAssignment)
+        rows = []
+        for locality in cla.endpoints:
+            for lb in locality.lb_endpoints:
+                sock = lb.endpoint.address.socket_address
+                rows.append(
+                    {
+                        "address": f"{sock.address}:{sock.port_value}",
+                        "weight": lb.load_balancing_weight.value,
+                        "health": MessageToDict(lb).get("healthStatus", "UNKNOWN"),
+                    }
+                )
+        out[name] = rows
+    return out

@@ -1,0 +1,42 @@
+"""The seam between the control loop, which publishes snapshots, and the server, which streams
+them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from envoy.config.core.v3 import base_pb2
+
+from xds_control.xds import Snapshot
+
+__all__ = ["SnapshotCache", "Unsubscribe"]
+
+Unsubscribe = Callable[[], None]
+
+
+class SnapshotCache(Protocol):
+    """Snapshots per node group, and change notifications.
+
+    ``group_of`` maps an Envoy's node to the group whose snapshot it gets. ``snapshot`` returns
+    the group's current snapshot, or ``None`` before the first publication (streams then wait).
+    ``subscribe`` calls ``callback`` (synchronously, on the event loop, without arguments) after
+    every ``set_snapshot`` that changes the group's version; it must not raise and must be cheap,
+    since one publication calls every stream's callback. Nothing here raises.
+    """
+
+    def group_of(self, node: base_pb2.Node) -> str:
+        """The group an Envoy belongs to."""
+        ...
+
+    def snapshot(self, group: str) -> Snapshot | None:
+        """The group's current snapshot."""
+        ...
+
+    def set_snapshot(self, group: str, snapshot: Snapshot) -> bool:
+        """Publish; ``True`` when the version changed (and subscribers were called)."""
+        ...
+
+    def subscribe(self, group: str, callback: Callable[[], None]) -> Unsubscribe:
+        """Be called on every change of the group's snapshot."""
+        ...

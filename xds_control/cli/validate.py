@@ -1,0 +1,51 @@
+"""``xds-control validate``: check a config file without serving it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from xds_control.cli.app import App
+from xds_control.config import Config, load_config
+from xds_control.control import endpoint_source, reconcile_once
+from xds_control.discovery import Endpoint
+from xds_control.errors import ConfigError, DiscoveryError, SnapshotError
+
+__all__ = ["EXIT_INVALID", "command"]
+
+EXIT_INVALID = 2
+
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help="Config file.", envvar="XDS_CONTROL_CONFIG")
+]
+
+
+async def _fetch(config: Config, base: Path) -> dict[str, tuple[Endpoint, ...]]:
+    return {pool.name: await endpoint_source(pool, base=base).fetch() for pool in config.pools}
+
+
+def command(ctx: typer.Context, config: ConfigOption) -> None:
+    """Print every error with its field path and exit 2, or a summary and exit 0."""
+    app: App = ctx.obj
+    try:
+        loaded = load_config(config)
+        endpoints = asyncio.run(_fetch(loaded, config.parent))
+        snapshot = reconcile_once(config=loaded, endpoints=endpoints, weights={})
+    except ConfigError as exc:
+        app.err.print(f"{config}: invalid config", markup=False)
+        for path, message in exc.problems:
+            app.err.print(f"  {path or '(file)'}: {message}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_INVALID) from None
+    except (DiscoveryError, SnapshotError) as exc:
+        app.abort(f"{config}: invalid endpoints: {exc}", EXIT_INVALID)
+    summary = loaded.summary()
+    count = sum(len(e) for e in endpoints.values())
+    app.console.print(
+        f"{config}: valid: {summary['pools']} pools, {summary['listeners']} listeners, "
+        f"{summary['routes']} routes, {count} endpoints; version {snapshot.version}",
+        markup=False,
+        highlight=False,
+    )

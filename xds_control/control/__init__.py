@@ -1,0 +1,6 @@
+"""Control: the reconcile step and the loop that runs it."""
+
+from xds_control.control.loop import ControlLoop, LoopState, endpoint_source
+from xds_control.control.reconcile import EndpointWeight, reconcile_once
+
+__all__ = ["ControlLoop", "EndpointWeight", "LoopState", "endpoint_source", "reconcile_once"]

@@ -1,0 +1,27 @@
+"""The control loop's own Prometheus metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Info
+
+__all__ = [
+    "CONFIG_RELOADS",
+    "DISCOVERY_ERRORS",
+    "LAST_PUBLISH",
+    "SNAPSHOTS_PUBLISHED",
+    "SNAPSHOT_INFO",
+]
+
+CONFIG_RELOADS = Counter(
+    "xds_control_config_reloads_total", "Config file loads, by result (ok, rejected).", ["result"]
+)
+DISCOVERY_ERRORS = Counter(
+    "xds_control_discovery_errors_total", "Endpoint source failures, by pool.", ["pool"]
+)
+SNAPSHOTS_PUBLISHED = Counter(
+    "xds_control_snapshots_published_total", "Snapshots published with a new version."
+)
+SNAPSHOT_INFO = Info("xds_control_snapshot", "The version currently served.")
+LAST_PUBLISH = Gauge(
+    "xds_control_snapshot_published_timestamp_seconds", "When the current snapshot was published."
+)

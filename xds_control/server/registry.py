@@ -1,0 +1,32 @@
+"""The open ADS streams, for the admin API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xds_control.server.metrics import STREAMS
+from xds_control.server.stream import AdsStream
+
+__all__ = ["StreamRegistry"]
+
+
+class StreamRegistry:
+    """Open streams by id."""
+
+    def __init__(self) -> None:
+        self._streams: dict[int, AdsStream] = {}
+
+    def add(self, stream: AdsStream) -> None:
+        """Track an open stream."""
+        self._streams[stream.stream_id] = stream
+        STREAMS.set(len(self._streams))
+
+    def remove(self, stream: AdsStream) -> None:
+        """Forget a closed stream."""
+        self._streams.pop(stream.stream_id, None)
+        STREAMS.set(len(self._streams))
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every open stream's view, by node id."""
+        views = [s.describe() for s in self._streams.values()]
+        return sorted(views, key=lambda v: (v["node_id"], v["stream"]))

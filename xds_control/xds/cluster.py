@@ -1,0 +1,88 @@
+"""Pool -> Envoy ``Cluster`` (EDS over ADS; MAGLEV or LEAST_REQUEST)."""
+
+from __future__ import annotations
+
+from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2, outlier_detection_pb2
+from envoy.config.core.v3 import base_pb2, config_source_pb2, protocol_pb2
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
+from google.protobuf import wrappers_pb2
+
+from xds_control.config import LbPolicy, Pool
+from xds_control.xds.durations import duration, pack, u32
+
+__all__ = ["HTTP_PROTOCOL_OPTIONS", "ads_config_source", "build_cluster"]
+
+HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+
+def ads_config_source() -> config_source_pb2.ConfigSource:
+    """A config source that says "over the same ADS stream"."""
+    return config_source_pb2.ConfigSource(
+        ads=config_source_pb2.AggregatedConfigSource(),
+        resource_api_version=config_source_pb2.ApiVersion.V3,
+    )
+
+
+def _protocol_options(pool: Pool) -> http_protocol_options_pb2.HttpProtocolOptions:
+    explicit = http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig
+    if pool.protocol == "http2":
+        config = explicit(http2_protocol_options=protocol_pb2.Http2ProtocolOptions())
+    else:
+        config = explicit(http_protocol_options=protocol_pb2.Http1ProtocolOptions())
+    return http_protocol_options_pb2.HttpProtocolOptions(explicit_http_config=config)
+
+
+def _circuit_breakers(pool: Pool) -> circuit_breaker_pb2.CircuitBreakers:
+    limits = pool.circuit_breakers
+    return circuit_breaker_pb2.CircuitBreakers(
+        thresholds=[
+            circuit_breaker_pb2.CircuitBreakers.Thresholds(
+                priority=base_pb2.RoutingPriority.DEFAULT,
+                max_connections=u32(limits.max_connections),
+                max_pending_requests=u32(limits.max_pending_requests),
+                max_requests=u32(limits.max_requests),
+                max_retries=u32(limits.max_retries),
+            )
+        ]
+    )
+
+
+def build_cluster(pool: Pool) -> cluster_pb2.Cluster:
+    """The Envoy cluster for ``pool``; its endpoints and weights come by EDS."""
+    cluster = cluster_pb2.Cluster(
+        name=pool.name,
+        type=cluster_pb2.Cluster.DiscoveryType.EDS,
+        eds_cluster_config=cluster_pb2.Cluster.EdsClusterConfig(eds_config=ads_config_source()),
+        connect_timeout=duration(pool.connect_timeout_s),
+        circuit_breakers=_circuit_breakers(pool),
+        # The control plane already batches weight changes per reconcile; Envoy's default 1 s
+        # merge window would only add that much latency to every change.
+        common_lb_config=cluster_pb2.Cluster.CommonLbConfig(update_merge_window=duration(0)),
+    )
+    cluster.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(
+        pack(_protocol_options(pool))
+    )
+    lb = pool.lb
+    if lb.policy is LbPolicy.MAGLEV:
+        cluster.lb_policy = cluster_pb2.Cluster.LbPolicy.MAGLEV
+        cluster.maglev_lb_config.table_size.CopyFrom(
+            wrappers_pb2.UInt64Value(value=lb.maglev_table_size)
+        )
+        if lb.hash_balance_factor is not None:
+            cluster.common_lb_config.consistent_hashing_lb_config.hash_balance_factor.CopyFrom(
+                u32(lb.hash_balance_factor)
+            )
+    else:
+        cluster.lb_policy = cluster_pb2.Cluster.LbPolicy.LEAST_REQUEST
+        cluster.least_request_lb_config.choice_count.CopyFrom(u32(lb.choice_count))
+    if pool.outlier_detection is not None:
+        od = pool.outlier_detection
+        cluster.outlier_detection.CopyFrom(
+            outlier_detection_pb2.OutlierDetection(
+                consecutive_5xx=u32(od.consecutive_5xx),
+                interval=duration(od.interval_s),
+                base_ejection_time=duration(od.base_ejection_time_s),
+                max_ejection_percent=u32(od.max_ejection_percent),
+            )
+        )
+    return cluster

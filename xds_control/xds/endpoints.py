@@ -1,0 +1,63 @@
+"""Weighted endpoints -> Envoy ``ClusterLoadAssignment``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from envoy.config.core.v3 import address_pb2, health_check_pb2
+from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
+
+from xds_control.xds.durations import u32
+
+__all__ = ["Health", "WeightedEndpoint", "build_load_assignment"]
+
+
+class Health(StrEnum):
+    """What EDS tells Envoy about an endpoint (never weight 0: Envoy rejects it)."""
+
+    HEALTHY = "HEALTHY"
+    DRAINING = "DRAINING"
+    UNHEALTHY = "UNHEALTHY"
+
+
+_HEALTH = {
+    Health.HEALTHY: health_check_pb2.HealthStatus.HEALTHY,
+    Health.DRAINING: health_check_pb2.HealthStatus.DRAINING,
+    Health.UNHEALTHY: health_check_pb2.HealthStatus.UNHEALTHY,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedEndpoint:
+    """An endpoint as EDS carries it."""
+
+    host: str
+    port: int
+    weight: int
+    health: Health = Health.HEALTHY
+
+
+def build_load_assignment(
+    *, cluster: str, endpoints: Iterable[WeightedEndpoint]
+) -> endpoint_pb2.ClusterLoadAssignment:
+    """One locality holding every endpoint, in address order so the bytes (and the version)
+    do not depend on discovery order."""
+    ordered = sorted(endpoints, key=lambda e: (e.host, e.port))
+    lb_endpoints = [
+        endpoint_components_pb2.LbEndpoint(
+            endpoint=endpoint_components_pb2.Endpoint(
+                address=address_pb2.Address(
+                    socket_address=address_pb2.SocketAddress(address=e.host, port_value=e.port)
+                )
+            ),
+            load_balancing_weight=u32(e.weight),
+            health_status=_HEALTH[e.health],
+        )
+        for e in ordered
+    ]
+    return endpoint_pb2.ClusterLoadAssignment(
+        cluster_name=cluster,
+        endpoints=[endpoint_components_pb2.LocalityLbEndpoints(lb_endpoints=lb_endpoints)],
+    )
