@@ -26,8 +26,8 @@ class App:
 
     def __init__(self, *, output: OutputFormat = OutputFormat.TABLE) -> None:
         self.output = output
-        self.console = Console()
-        self.err = Console(stderr=True)
+        self.console = Console(soft_wrap=True)
+        self.err = Console(stderr=True, soft_wrap=True)
 
     def abort(self, message: str, code: int = 1) -> NoReturn:
         """Print ``message`` to stderr and exit with ``code``."""

@@ -1,0 +1,83 @@
+"""`xds-control validate` and `serve` refuse bad configs with the field path and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xds_control.harness.ports import free_port
+
+GOOD = """\
+pools:
+  - name: chat
+    endpoints: [{address: 127.0.0.1:8001, weight: 10}]
+listeners:
+  - name: gateway
+    address: 127.0.0.1:10000
+    routes: [{name: all, pool: chat}]
+"""
+
+BAD = {
+    "missing pool": (GOOD.replace("pool: chat", "pool: gpu"), "listeners[0].routes[0].pool"),
+    "duplicate": (
+        GOOD.replace("listeners:", "  - {name: chat, endpoints: []}\nlisteners:"),
+        "pools[1].name",
+    ),
+    "bad address": (GOOD.replace("127.0.0.1:8001", "localhost:8001"), "endpoints[0].address"),
+    "weight 0": (GOOD.replace("weight: 10", "weight: 0"), "pools[0].endpoints[0].weight"),
+    "empty file": ("", "the file is empty"),
+    "not yaml": ("pools: [\n  {{{", "not valid YAML"),
+}
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "xds_control", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_validate_names_the_field_and_exits_2(case: str, tmp_path: Path) -> None:
+    text, expected = BAD[case]
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    result = run("validate", "--config", str(path))
+    assert result.returncode == 2, result
+    assert expected in result.stderr, result.stderr
+
+
+def test_validate_accepts_a_good_config(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(GOOD)
+    result = run("validate", "--config", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "valid: 1 pools, 1 listeners, 1 routes, 1 endpoints" in result.stdout
+
+
+def test_validate_checks_the_endpoints_file(tmp_path: Path) -> None:
+    (tmp_path / "eps.yaml").write_text("endpoints:\n  - {address: 127.0.0.1:1, weight: 101}\n")
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        GOOD.replace(
+            "endpoints: [{address: 127.0.0.1:8001, weight: 10}]", "endpoints_file: eps.yaml"
+        )
+    )
+    result = run("validate", "--config", str(path))
+    assert result.returncode == 2
+    assert "endpoints[0].weight" in result.stderr
+
+
+def test_serve_refuses_a_bad_config_and_serves_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(BAD["weight 0"][0])
+    port = free_port()
+    result = run("serve", "--config", str(path), "--xds-address", f"127.0.0.1:{port}")
+    assert result.returncode == 2
+    assert "pools[0].endpoints[0].weight" in result.stderr

@@ -1,0 +1,29 @@
+"""End-to-end fixtures: everything real, on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from e2e.stack import Stack
+from xds_control.harness.envoy import find_envoy
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _envoy_installed() -> None:
+    # No skip: `make test` installs Envoy, and a silent skip would hide a broken set-up.
+    find_envoy()
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    """A fresh stack; tests start it with the weights they need."""
+    stack = Stack(tmp_path)
+    try:
+        yield stack
+    finally:
+        await stack.close()

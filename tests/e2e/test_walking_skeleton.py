@@ -1,0 +1,78 @@
+"""The walking skeleton through a real Envoy: connect, proxy, weights, reloads, two Envoys."""
+
+from __future__ import annotations
+
+from e2e.stack import Stack, eventually
+from xds_control.harness.traffic import shares
+
+
+async def test_envoy_syncs_proxies_and_shows_maglev_and_weights(stack: Stack) -> None:
+    await stack.start(weights=[10, 30])
+    envoy = stack.envoys[0]
+
+    counts = await stack.traffic(count=50)
+    assert sum(counts[stack.backends.address(i)] for i in range(2)) == 50, counts
+
+    dump = await envoy.config_dump()
+    clusters = [
+        c["cluster"]
+        for cfg in dump["configs"]
+        if cfg["@type"].endswith("ClustersConfigDump")
+        for c in cfg.get("dynamic_active_clusters", [])
+    ]
+    chat = next(c for c in clusters if c["name"] == "chat")
+    assert chat["lb_policy"] == "MAGLEV"
+    assert chat["type"] == "EDS"
+    hosts = {h.address: h.weight for h in await envoy.cluster_hosts("chat")}
+    assert hosts == {stack.backends.address(0): 10, stack.backends.address(1): 30}
+
+
+async def test_shares_follow_weights_and_change_without_restart(stack: Stack) -> None:
+    await stack.start(weights=[10, 30])
+    low, high = stack.backends.address(0), stack.backends.address(1)
+
+    counts = await stack.traffic(count=2000)
+    share = shares(counts)
+    assert abs(share[low] - 0.25) < 0.04, share
+    assert abs(share[high] - 0.75) < 0.04, share
+
+    # The same key lands on the same backend while the weights stay the same.
+    sticky = await stack.traffic(count=200, key=lambda i: f"prefix-{i % 20}")
+    again = await stack.traffic(count=200, key=lambda i: f"prefix-{i % 20}")
+    assert sticky == again
+
+    stack.write_weights([30, 10])
+    envoy = stack.envoys[0]
+
+    async def reweighted() -> bool:
+        hosts = {h.address: h.weight for h in await envoy.cluster_hosts("chat")}
+        return hosts == {low: 30, high: 10}
+
+    await eventually(reweighted, what="Envoy to apply the new weights")
+    share = shares(await stack.traffic(count=2000))
+    assert abs(share[low] - 0.75) < 0.04, share
+    assert abs(share[high] - 0.25) < 0.04, share
+    assert stack.control_plane.process.running
+
+
+async def test_two_envoys_stay_in_sync(stack: Stack) -> None:
+    await stack.start(weights=[20, 20], envoys=2)
+    first, second = stack.envoys
+
+    async def both(expected: dict[str, int]) -> bool:
+        for envoy in (first, second):
+            hosts = {h.address: h.weight for h in await envoy.cluster_hosts("chat")}
+            if hosts != expected:
+                return False
+        return True
+
+    a, b = stack.backends.address(0), stack.backends.address(1)
+    await eventually(lambda: both({a: 20, b: 20}), what="both Envoys in sync")
+    for weights in ([5, 50], [50, 5], [7, 7]):
+        stack.write_weights(weights)
+        await eventually(lambda w=weights: both({a: w[0], b: w[1]}), what=f"weights {weights}")
+
+    streams = await stack.control_plane.get_json("/v1/streams")
+    assert sorted(s["node_id"] for s in streams) == ["envoy-0", "envoy-1"]
+    versions = {s["node_id"]: {t["type"]: t["acked_version"] for t in s["types"]} for s in streams}
+    assert versions["envoy-0"] == versions["envoy-1"]

@@ -1,0 +1,179 @@
+"""Builders produce the Envoy resources the config describes; snapshots hash content."""
+
+from __future__ import annotations
+
+import pytest
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
+from envoy.service.discovery.v3 import discovery_pb2
+
+from xds_control.config import Config, parse_config
+from xds_control.control import reconcile_once
+from xds_control.discovery import Endpoint, to_endpoints
+from xds_control.errors import SnapshotError
+from xds_control.xds import (
+    Health,
+    build_cluster,
+    build_listener,
+    build_load_assignment,
+    build_route_configuration,
+    build_snapshot,
+)
+from xds_control.xds import type_urls as urls
+
+CONFIG = """
+model_header: x-model
+pools:
+  - name: chat
+    protocol: http2
+    lb: {hash_balance_factor: 150, maglev_table_size: 5003}
+    outlier_detection: {consecutive_5xx: 3}
+    endpoints:
+      - {address: 10.0.0.2:8000, weight: 30}
+      - {address: 10.0.0.1:8000, weight: 10}
+  - name: batch
+    lb: {policy: least_request}
+    endpoints: [{address: 10.0.0.3:8000}]
+listeners:
+  - name: gateway
+    address: 0.0.0.0:10000
+    routes:
+      - name: llama
+        pool: chat
+        match:
+          prefix: /v1/
+          model: llama-3-8b
+          headers: [{name: x-tier, regex: "gold|silver"}]
+        retry: {num_retries: 2}
+        hash_policy: [{header: x-session-id}, {source_ip: true}]
+      - {name: rest, pool: batch, timeout_s: 0}
+"""
+
+
+@pytest.fixture
+def config() -> Config:
+    return parse_config(text=CONFIG)
+
+
+def endpoints_of(config: Config) -> dict[str, tuple[Endpoint, ...]]:
+    return {pool.name: to_endpoints(pool.endpoints) for pool in config.pools}
+
+
+def test_maglev_cluster(config: Config) -> None:
+    cluster = build_cluster(config.pools[0])
+    assert cluster.type == cluster_pb2.Cluster.DiscoveryType.EDS
+    assert cluster.eds_cluster_config.eds_config.HasField("ads")
+    assert cluster.lb_policy == cluster_pb2.Cluster.LbPolicy.MAGLEV
+    assert cluster.maglev_lb_config.table_size.value == 5003
+    assert cluster.common_lb_config.consistent_hashing_lb_config.hash_balance_factor.value == 150
+    assert cluster.outlier_detection.consecutive_5xx.value == 3
+    options = cluster.typed_extension_protocol_options[
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+    ]
+    unpacked = http_protocol_options_pb2.HttpProtocolOptions()
+    assert options.Unpack(unpacked)
+    assert unpacked.explicit_http_config.HasField("http2_protocol_options")
+
+
+def test_least_request_cluster(config: Config) -> None:
+    cluster = build_cluster(config.pools[1])
+    assert cluster.lb_policy == cluster_pb2.Cluster.LbPolicy.LEAST_REQUEST
+    assert not cluster.HasField("maglev_lb_config")
+
+
+def test_load_assignment_weights_in_address_order(config: Config) -> None:
+    snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights={})
+    cla = snapshot.resource_set(urls.ENDPOINT).resources["chat"].message
+    rows = [
+        (e.endpoint.address.socket_address.address, e.load_balancing_weight.value)
+        for e in cla.endpoints[0].lb_endpoints
+    ]
+    assert rows == [("10.0.0.1", 10), ("10.0.0.2", 30)]
+
+
+def test_engine_weights_and_health_override_static(config: Config) -> None:
+    weights = {"10.0.0.1:8000": (77, Health.DRAINING)}
+    snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights=weights)
+    cla = snapshot.resource_set(urls.ENDPOINT).resources["chat"].message
+    first = cla.endpoints[0].lb_endpoints[0]
+    assert first.load_balancing_weight.value == 77
+    assert first.health_status == 3  # DRAINING
+
+
+def test_routes_match_model_headers_and_hash_chain(config: Config) -> None:
+    table = build_route_configuration(config.listeners[0], model_header="x-model")
+    llama, rest = table.virtual_hosts[0].routes
+    assert llama.match.prefix == "/v1/"
+    headers = {h.name: h for h in llama.match.headers}
+    assert headers["x-model"].string_match.exact == "llama-3-8b"
+    assert headers["x-tier"].string_match.safe_regex.regex == "gold|silver"
+    hashes = llama.route.hash_policy
+    assert hashes[0].header.header_name == "x-session-id"
+    assert hashes[0].terminal  # present -> decides; absent -> fall back
+    assert hashes[1].connection_properties.source_ip
+    assert not hashes[1].terminal
+    assert llama.route.retry_policy.num_retries.value == 2
+    assert rest.route.cluster == "batch"
+    assert rest.route.timeout.seconds == 0
+
+
+def test_listener_uses_rds_over_ads(config: Config) -> None:
+    listener = build_listener(config.listeners[0])
+    assert listener.address.socket_address.port_value == 10000
+    assert listener.filter_chains[0].filters[0].name.endswith("http_connection_manager")
+
+
+def test_versions_are_content_hashes(config: Config) -> None:
+    endpoints = endpoints_of(config)
+    one = reconcile_once(config=config, endpoints=endpoints, weights={})
+    two = reconcile_once(config=config, endpoints=endpoints, weights={})
+    assert one.version == two.version
+    changed = reconcile_once(
+        config=config, endpoints=endpoints, weights={"10.0.0.1:8000": (11, Health.HEALTHY)}
+    )
+    assert changed.version != one.version
+    # Only the endpoint type changed.
+    for type_url in urls.ORDER:
+        same = one.resource_set(type_url).version == changed.resource_set(type_url).version
+        assert same == (type_url != urls.ENDPOINT)
+
+
+def test_prepared_response_parses_with_nonce(config: Config) -> None:
+    snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights={})
+    rs = snapshot.resource_set(urls.CLUSTER)
+    raw = rs.response(names=sorted(rs.resources), nonce="42")
+    response = discovery_pb2.DiscoveryResponse.FromString(raw)
+    assert response.nonce == "42"
+    assert response.version_info == rs.version
+    assert response.type_url == urls.CLUSTER
+    assert response.control_plane.identifier.startswith("xds-control/")
+    names = []
+    for item in response.resources:
+        cluster = cluster_pb2.Cluster()
+        assert item.Unpack(cluster)
+        names.append(cluster.name)
+    assert names == ["batch", "chat"]
+
+
+def test_inconsistent_snapshot_is_refused(config: Config) -> None:
+    with pytest.raises(SnapshotError, match="has no ClusterLoadAssignment"):
+        build_snapshot(
+            clusters=[build_cluster(config.pools[0])],
+            load_assignments=[],
+            listeners=[],
+            route_configs=[],
+        )
+    with pytest.raises(SnapshotError, match="referenced but missing"):
+        build_snapshot(
+            clusters=[],
+            load_assignments=[],
+            listeners=[build_listener(config.listeners[0])],
+            route_configs=[],
+        )
+    with pytest.raises(SnapshotError, match="two EDS resources"):
+        build_snapshot(
+            clusters=[build_cluster(config.pools[0])],
+            load_assignments=[build_load_assignment(cluster="chat", endpoints=[])] * 2,
+            listeners=[],
+            route_configs=[],
+        )
