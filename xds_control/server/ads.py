@@ -46,7 +46,11 @@ class AdsHandler:
         requests: AsyncIterator[discovery_pb2.DiscoveryRequest],
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> None:
-        stream = AdsStream(stream_id=next(self._ids), snapshot_of=self._cache.snapshot)
+        stream = AdsStream(
+            stream_id=next(self._ids),
+            snapshot_of=self._cache.snapshot,
+            on_ack=self._registry.notify_ack,
+        )
         inbox: asyncio.Queue[object] = asyncio.Queue()
         wake_pending = False
 

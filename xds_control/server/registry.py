@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from xds_control.server.metrics import STREAMS
-from xds_control.server.stream import AdsStream
+from xds_control.server.stream import AdsStream, TypeState
 
 __all__ = ["StreamRegistry"]
 
@@ -15,6 +16,16 @@ class StreamRegistry:
 
     def __init__(self) -> None:
         self._streams: dict[int, AdsStream] = {}
+        self._ack_listeners: list[Callable[[AdsStream, TypeState], None]] = []
+
+    def add_ack_listener(self, listener: Callable[[AdsStream, TypeState], None]) -> None:
+        """Call ``listener`` (synchronously, cheaply, never raising) on every ACK."""
+        self._ack_listeners.append(listener)
+
+    def notify_ack(self, stream: AdsStream, state: TypeState) -> None:
+        """An Envoy accepted a response."""
+        for listener in self._ack_listeners:
+            listener(stream, state)
 
     def add(self, stream: AdsStream) -> None:
         """Track an open stream."""

@@ -7,6 +7,7 @@ Pure logic with no gRPC in it: requests and snapshot changes go in, serialised
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ class TypeState:
     nonce: str = ""
     sent_version: str = ""
     acked_version: str = ""
+    acked_at: float = 0.0
     nacked_version: str | None = None
     last_error: str | None = None
     responses: int = 0
@@ -49,6 +51,7 @@ class TypeState:
         return {
             "type": urls.SHORT_NAMES.get(self.type_url, self.type_url),
             "acked_version": self.acked_version,
+            "acked_at": self.acked_at,
             "sent_version": self.sent_version,
             "resources": "*" if self.wildcard else sorted(self.names),
             "responses": self.responses,
@@ -61,8 +64,15 @@ class TypeState:
 class AdsStream:
     """State-of-the-world ADS for one Envoy. Not thread-safe; one event loop drives it."""
 
-    def __init__(self, *, stream_id: int, snapshot_of: Callable[[str], Snapshot | None]) -> None:
+    def __init__(
+        self,
+        *,
+        stream_id: int,
+        snapshot_of: Callable[[str], Snapshot | None],
+        on_ack: Callable[[AdsStream, TypeState], None] | None = None,
+    ) -> None:
         self.stream_id = stream_id
+        self._on_ack = on_ack
         self.node: base_pb2.Node | None = None
         self.group = ""
         self.types: dict[str, TypeState] = {}
@@ -93,6 +103,9 @@ class AdsStream:
         if request.response_nonce:
             REQUESTS.labels(type=short, kind="ack").inc()
             state.acked_version = request.version_info
+            state.acked_at = time.time()
+            if self._on_ack is not None:
+                self._on_ack(self, state)
         else:
             REQUESTS.labels(type=short, kind="initial").inc()
             state.acked_version = request.version_info
