@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from e2e.stack import Stack, eventually
+from e2e.stack import Stack, eventually, stack_config
 from xds_control.harness.traffic import shares
 
 
@@ -76,3 +76,37 @@ async def test_two_envoys_stay_in_sync(stack: Stack) -> None:
     assert sorted(s["node_id"] for s in streams) == ["envoy-0", "envoy-1"]
     versions = {s["node_id"]: {t["type"]: t["acked_version"] for t in s["types"]} for s in streams}
     assert versions["envoy-0"] == versions["envoy-1"]
+
+
+async def test_endpoints_file_edits_reach_envoy_and_bad_edits_do_not(stack: Stack) -> None:
+    await stack.start(weights=[10, 10])
+    a, b = stack.backends.address(0), stack.backends.address(1)
+    endpoints = stack.workdir / "endpoints.yaml"
+    endpoints.write_text(f"endpoints:\n  - {{address: '{a}', weight: 40}}\n")
+    config = stack_config(
+        backends=stack.backends, weights=[1, 1], listener_port=stack.listener_port
+    )
+    del config["pools"][0]["endpoints"]
+    config["pools"][0]["endpoints_file"] = "endpoints.yaml"
+    stack.write_config(config)
+    envoy = stack.envoys[0]
+
+    async def hosts_are(expected: dict[str, int]) -> bool:
+        return {h.address: h.weight for h in await envoy.cluster_hosts("chat")} == expected
+
+    await eventually(lambda: hosts_are({a: 40}), what="the endpoints file to be served")
+    endpoints.write_text(
+        f"endpoints:\n  - {{address: '{a}', weight: 40}}\n  - {{address: '{b}', weight: 20}}\n"
+    )
+    await eventually(lambda: hosts_are({a: 40, b: 20}), what="the added endpoint")
+
+    endpoints.write_text("endpoints:\n  - {address: 'not-an-ip:1', weight: 20}\n")
+
+    async def rejected() -> bool:
+        status = await stack.control_plane.get_json("/v1/status")
+        return "chat" in status["discovery_errors"]
+
+    await eventually(rejected, what="the bad endpoints file to be rejected")
+    status = await stack.control_plane.get_json("/v1/status")
+    assert "endpoints[0].address" in status["discovery_errors"]["chat"]
+    assert await hosts_are({a: 40, b: 20})

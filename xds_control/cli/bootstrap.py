@@ -6,8 +6,9 @@ import json
 from typing import Annotated, Literal
 
 import typer
+import yaml
 
-from xds_control.cli.app import App
+from xds_control.cli.app import App, OutputFormat
 from xds_control.config import parse_host_port
 from xds_control.xds import build_bootstrap
 
@@ -24,7 +25,7 @@ def command(
     admin_port: Annotated[int, typer.Option(help="Envoy admin port (on 127.0.0.1).")] = 9901,
     dns: Annotated[bool, typer.Option(help="Resolve the control plane by DNS.")] = False,
 ) -> None:
-    """Print the bootstrap as JSON (valid YAML too)."""
+    """Print the bootstrap (JSON, or YAML with ``-o yaml``)."""
     app: App = ctx.obj
     host, _, port = xds_address.rpartition(":")
     if not dns:
@@ -45,4 +46,7 @@ def command(
         admin_port=admin_port,
         discovery=discovery,
     )
-    typer.echo(json.dumps(bootstrap, indent=2))
+    if app.output is OutputFormat.YAML:
+        typer.echo(yaml.safe_dump(bootstrap, sort_keys=False), nl=False)
+    else:
+        typer.echo(json.dumps(bootstrap, indent=2))
