@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from xds_control.cli import bootstrap, serve, validate
+from xds_control.cli import bootstrap, demo, serve, validate
 from xds_control.cli.app import App, OutputFormat
 from xds_control.log import configure_logging
 
@@ -44,3 +44,4 @@ def root(
 app.command("serve")(serve.command)
 app.command("validate")(validate.command)
 app.command("bootstrap")(bootstrap.command)
+app.command("demo")(demo.command)

@@ -1,0 +1,1 @@
+"""The demo: a real Envoy driven by the control plane, with traffic that follows the weights."""
