@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
+import sys
+
 from e2e.stack import Stack, eventually, stack_config
+from xds_control.harness.ports import free_port
 from xds_control.harness.traffic import shares
 
 
@@ -110,3 +116,56 @@ async def test_endpoints_file_edits_reach_envoy_and_bad_edits_do_not(stack: Stac
     status = await stack.control_plane.get_json("/v1/status")
     assert "endpoints[0].address" in status["discovery_errors"]["chat"]
     assert await hosts_are({a: 40, b: 20})
+
+
+async def test_xdsctl_shows_envoys_synced_and_the_served_weights(stack: Stack) -> None:
+    await stack.start(weights=[10, 30], envoys=2)
+    admin = stack.control_plane.admin_url
+
+    def xdsctl(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-c", "from xds_control.cli.xdsctl import main; main()", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    async def synced() -> bool:
+        rows = json.loads(
+            await asyncio.to_thread(xdsctl, "--admin", admin, "-o", "json", "proxy-status")
+        )
+        return sorted(r["name"] for r in rows) == ["envoy-0", "envoy-1"] and all(
+            r[t] == "SYNCED" for r in rows for t in ("CDS", "LDS", "EDS", "RDS")
+        )
+
+    await eventually(synced, what="xdsctl proxy-status to show both Envoys SYNCED")
+    table = xdsctl("--admin", admin, "proxy-status")
+    assert "envoy-1" in table
+    assert "SYNCED" in table
+    endpoints = json.loads(xdsctl("--admin", admin, "-o", "json", "endpoints", "chat"))
+    assert {e["address"]: e["weight"] for e in endpoints["chat"]} == {
+        stack.backends.address(0): 10,
+        stack.backends.address(1): 30,
+    }
+
+
+def test_xdsctl_says_when_the_control_plane_is_unreachable() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from xds_control.cli.xdsctl import main; main()",
+            "--admin",
+            f"http://127.0.0.1:{free_port()}",
+            "proxy-status",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "cannot reach the control plane" in result.stderr

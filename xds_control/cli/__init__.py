@@ -1,0 +1,1 @@
+"""Command-line interfaces: `xds-control` and `xdsctl`."""
