@@ -71,6 +71,12 @@ class ScrapeConfig(_Model):
         "counted as failing.",
     )
     path: str = Field(default="/metrics", pattern=r"^/", description="Metrics path.")
+    window_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Rates from scrapes (decode step, prefix hits, TTFT SLO, errors) span this "
+        "long: short enough to react within seconds, long enough to hold some requests.",
+    )
     concurrency: int = Field(
         default=64, ge=1, description="Scrapes in flight at once (bounds sockets and CPU)."
     )

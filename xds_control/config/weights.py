@@ -165,6 +165,12 @@ class WeightPolicy(_Model):
         le=100,
         description="Largest change of a weight per cycle, so one bad sample cannot swing it.",
     )
+    settle_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="A smaller move is published once its target has held still this long, "
+        "so weights converge exactly; noise keeps moving the target and never settles.",
+    )
     quantum: int = Field(
         default=5,
         ge=1,

@@ -1,0 +1,68 @@
+"""Keep weights steady: smoothing, step limit, quantisation and hysteresis.
+
+Every published weight change rebuilds Envoy's MAGLEV table and remaps some keys (cold KV
+caches), so a weight moves only when the move is worth it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from xds_control.config import WeightPolicy
+
+__all__ = ["Published", "ewma", "passes_hysteresis", "publish", "quantise"]
+
+
+def ewma(previous: float, target: float, *, alpha: float) -> float:
+    """Exponentially weighted moving average: ``previous`` moved ``alpha`` of the way."""
+    return previous + alpha * (target - previous)
+
+
+def quantise(value: float, *, quantum: int) -> int:
+    """Nearest multiple of ``quantum`` within 1..100; never 0 (Envoy rejects weight 0)."""
+    q = int(value / quantum + 0.5) * quantum
+    return 1 if q < 1 else 100 if q > 100 else q
+
+
+def passes_hysteresis(old: int, new: int, *, fraction: float) -> bool:
+    """Whether moving a published weight from ``old`` to ``new`` is worth a push."""
+    return new != old and abs(new - old) >= fraction * old
+
+
+class Published(NamedTuple):
+    """The outcome of one cycle: the weight to publish and the candidate state to carry."""
+
+    weight: int
+    candidate: int
+    candidate_since: float
+    suppressed: bool
+    """True when the candidate differs from ``weight`` but did not pass hysteresis yet."""
+
+
+def publish(
+    *,
+    smoothed: float,
+    published: int,
+    candidate_before: int,
+    candidate_since: float,
+    now: float,
+    policy: WeightPolicy,
+) -> Published:
+    """Turn a smoothed weight into the weight to publish.
+
+    The candidate is ``smoothed`` quantised and limited to ``max_step`` from ``published``.
+    It replaces ``published`` when it passes hysteresis, or when it has stayed the same for
+    ``settle_s``: hysteresis alone would leave a weight short of a steady target forever,
+    while noise keeps changing the candidate and so never settles.
+    """
+    candidate = quantise(smoothed, quantum=policy.quantum)
+    low, high = published - policy.max_step, published + policy.max_step
+    candidate = max(1, low, min(candidate, high))
+    since = candidate_since if candidate == candidate_before else now
+    if candidate == published:
+        return Published(published, candidate, since, False)
+    if passes_hysteresis(published, candidate, fraction=policy.hysteresis) or (
+        now - since >= policy.settle_s
+    ):
+        return Published(candidate, candidate, since, False)
+    return Published(published, candidate, since, True)

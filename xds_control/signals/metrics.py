@@ -1,0 +1,28 @@
+"""The signal sources' own Prometheus metrics: what they asked, what failed, what was dropped."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+__all__ = ["QUERIES", "QUERY_SECONDS", "REJECTED_VALUES", "SCRAPES"]
+
+QUERIES = Counter(
+    "xds_control_signal_queries_total",
+    "Prometheus queries by signal and outcome (ok, timeout, http, garbage, error).",
+    ["signal", "outcome"],
+)
+QUERY_SECONDS = Histogram(
+    "xds_control_signal_query_seconds",
+    "Duration of one cycle of Prometheus queries (all signals, concurrently).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+SCRAPES = Counter(
+    "xds_control_signal_scrapes_total",
+    "Direct /metrics scrapes by outcome (ok, timeout, http, garbage, error).",
+    ["outcome"],
+)
+REJECTED_VALUES = Counter(
+    "xds_control_signal_rejected_values_total",
+    "Values dropped because they were NaN, infinite, negative or out of range.",
+    ["source", "signal"],
+)

@@ -1,0 +1,223 @@
+"""Signals from Prometheus: one instant query per signal for the whole fleet, concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import structlog
+
+from xds_control.config import EndpointMapping, Engine, SignalsConfig
+from xds_control.errors import SignalError
+from xds_control.signals.mapping import AddressMapper
+from xds_control.signals.metrics import QUERIES, QUERY_SECONDS, REJECTED_VALUES
+from xds_control.signals.sample import Reading, Sample, Signal, make_reading
+from xds_control.signals.source import Target
+from xds_control.signals.templates import Query, render_queries
+
+__all__ = ["PrometheusSource", "QueryResult", "parse_vector"]
+
+log = structlog.get_logger(__name__)
+
+SOURCE = "prometheus"
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """One query's answer: address -> (raw value, evaluation time). ``unmapped`` counts series
+    whose labels named no address (e.g. a DCGM exporter without a mapping)."""
+
+    values: Mapping[str, tuple[float, float]]
+    unmapped: int
+
+
+class _QueryFailed(Exception):
+    def __init__(self, outcome: str, detail: str) -> None:
+        super().__init__(detail)
+        self.outcome = outcome
+
+
+def _number(raw: object) -> float:
+    # Prometheus encodes sample values as strings ("1.5", "NaN", "+Inf") so JSON can carry
+    # them; anything else is garbage, surfaced as NaN so the sample rejects it with a reason.
+    if isinstance(raw, str):
+        try:
+            return float(raw)
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+def parse_vector(body: Any, *, mapper: AddressMapper) -> QueryResult:
+    """Parse an ``/api/v1/query`` JSON body of result type ``vector`` into per-address
+    values; raise ``ValueError`` saying what is wrong with anything else."""
+    if not isinstance(body, dict):
+        raise ValueError(f"body is {type(body).__name__}, not an object")
+    if body.get("status") != "success":
+        raise ValueError(f"status {body.get('status')!r}: {body.get('error', 'no error text')}")
+    data = body.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != "vector":
+        kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"result type {kind!r}, expected 'vector'")
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise ValueError("data.result is not a list")
+    values: dict[str, tuple[float, float]] = {}
+    unmapped = 0
+    for series in result:
+        if not isinstance(series, dict):
+            raise ValueError("a series is not an object")
+        labels = series.get("metric")
+        pair = series.get("value")
+        if not isinstance(labels, dict) or not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError("a series lacks metric labels or a [time, value] pair")
+        address = mapper.address(labels)
+        if address is None:
+            unmapped += 1
+            continue
+        stamp = pair[0]
+        at = float(stamp) if isinstance(stamp, int | float) else math.nan
+        value = _number(pair[1])
+        # Two series on one address (e.g. a regex mapping several GPUs' exporters to one
+        # server) keep the larger value: the pessimistic reading for every load signal.
+        previous = values.get(address)
+        if previous is None or value > previous[0] or math.isnan(previous[0]):
+            values[address] = (value, at)
+    return QueryResult(values=values, unmapped=unmapped)
+
+
+class PrometheusSource:
+    """``SignalSource`` over the Prometheus HTTP API.
+
+    ``client`` is an ``aiohttp.ClientSession`` the caller owns (and closes). Each ``fetch``
+    renders the queries for the engines and TTFT targets among its targets, sends each
+    distinct query once (``asyncio.gather``), and maps series to addresses by label.
+    """
+
+    def __init__(self, *, client: aiohttp.ClientSession, config: SignalsConfig) -> None:
+        if config.prometheus_url is None:
+            raise ValueError("PrometheusSource needs config.prometheus_url")
+        self._client = client
+        self._config = config
+        self._url = config.prometheus_url.rstrip("/") + "/api/v1/query"
+        self._plans: dict[tuple[Engine, float], dict[Signal, Query]] = {}
+        self._mappers: dict[EndpointMapping, AddressMapper] = {}
+        self.queries_sent = 0
+        """Queries sent since construction (for benchmarks and tests)."""
+        # Render every engine once so a bad template override fails at start-up, not mid-run.
+        for engine in Engine:
+            render_queries(engine=engine, ttft_slo_s=1.0, config=config)
+
+    def plan(self, targets: Collection[Target]) -> dict[str, Query]:
+        """The distinct queries one ``fetch`` of ``targets`` sends, keyed by PromQL."""
+        queries: dict[str, Query] = {}
+        for key in {(t.engine, t.ttft_slo_s) for t in targets}:
+            for query in self._plan(*key).values():
+                queries.setdefault(query.promql, query)
+        return queries
+
+    def _plan(self, engine: Engine, ttft_slo_s: float) -> dict[Signal, Query]:
+        key = (engine, ttft_slo_s)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = render_queries(engine=engine, ttft_slo_s=ttft_slo_s, config=self._config)
+            self._plans[key] = plan
+        return plan
+
+    def _mapper(self, query: Query) -> AddressMapper:
+        mapper = self._mappers.get(query.mapping)
+        if mapper is None:
+            mapper = self._mappers[query.mapping] = AddressMapper(query.mapping)
+        return mapper
+
+    async def fetch(self, targets: Collection[Target]) -> Mapping[str, Sample]:
+        """Samples for ``targets``; ``SignalError`` only when every query failed."""
+        if not targets:
+            return {}
+        queries = self.plan(targets)
+        started = time.perf_counter()
+        answers = await asyncio.gather(*(self._run(q) for q in queries.values()))
+        QUERY_SECONDS.observe(time.perf_counter() - started)
+        results = dict(zip(queries, answers, strict=True))
+        if all(answer is None for answer in answers):
+            raise SignalError(f"all {len(queries)} Prometheus queries failed ({self._url})")
+        return self._samples(targets, results)
+
+    def _samples(
+        self, targets: Collection[Target], results: Mapping[str, QueryResult | None]
+    ) -> dict[str, Sample]:
+        samples: dict[str, Sample] = {}
+        for target in targets:
+            readings: dict[Signal, Reading] = {}
+            rejected: dict[Signal, str] = {}
+            for signal, query in self._plan(target.engine, target.ttft_slo_s).items():
+                result = results[query.promql]
+                if result is None:
+                    continue
+                found = result.values.get(target.address)
+                if found is None:
+                    continue
+                reading = make_reading(
+                    signal=signal, value=found[0], observed_at=found[1], source=SOURCE
+                )
+                if isinstance(reading, Reading):
+                    readings[signal] = reading
+                else:
+                    rejected[signal] = reading
+                    REJECTED_VALUES.labels(SOURCE, signal.value).inc()
+            if readings or rejected:
+                samples[target.address] = Sample(
+                    address=target.address, readings=readings, rejected=rejected
+                )
+        return samples
+
+    async def _run(self, query: Query) -> QueryResult | None:
+        self.queries_sent += 1
+        try:
+            async with asyncio.timeout(self._config.query_timeout_s):
+                result = await self._query(query)
+        except TimeoutError:
+            outcome, detail = "timeout", f"no answer within {self._config.query_timeout_s}s"
+        except _QueryFailed as exc:
+            outcome, detail = exc.outcome, str(exc)
+        except aiohttp.ClientError as exc:
+            outcome, detail = "error", f"{type(exc).__name__}: {exc}"
+        else:
+            QUERIES.labels(query.signal.value, "ok").inc()
+            if result.unmapped:
+                log.debug("series without an address", signal=query.signal, n=result.unmapped)
+            return result
+        QUERIES.labels(query.signal.value, outcome).inc()
+        log.warning(
+            "prometheus query failed",
+            signal=query.signal.value,
+            outcome=outcome,
+            detail=detail,
+            url=self._url,
+        )
+        return None
+
+    async def _query(self, query: Query) -> QueryResult:
+        async with self._client.post(self._url, data={"query": query.promql}) as response:
+            text = await response.text()
+            # Prometheus answers 400/422/503 with a JSON error body worth logging.
+            if response.status != 200:
+                raise _QueryFailed("http", f"HTTP {response.status}: {text[:200]}")
+        try:
+            body = _loads(text)
+            return parse_vector(body, mapper=self._mapper(query))
+        except ValueError as exc:
+            raise _QueryFailed("garbage", f"{exc}; body starts {text[:120]!r}") from exc
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
