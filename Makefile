@@ -7,7 +7,7 @@ ENVOY_VERSION := 1.40.0
 ENVOY_BIN_PATH := $(TOOLS)/envoy/envoy/_bin/envoy
 STAMP := $(VENV)/.installed
 
-.PHONY: setup envoy prometheus lint test test-fast demo bench clean
+.PHONY: setup envoy prometheus lint test test-fast demo bench docs clean
 
 setup: $(STAMP) envoy prometheus
 
@@ -49,6 +49,9 @@ demo: setup
 
 bench: setup
 	$(BIN)/python -m bench
+
+docs: $(STAMP)
+	$(BIN)/python -m xds_control.config.reference docs/configuration.md
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .mypy_cache .pytest_cache .ruff_cache

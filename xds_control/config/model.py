@@ -149,7 +149,9 @@ class Pool(Model):
         description="YAML file with an `endpoints:` list, watched for changes; relative paths "
         "are read from the config file's folder.",
     )
-    lb: LoadBalancing = Field(default_factory=LoadBalancing)
+    lb: LoadBalancing = Field(
+        default_factory=LoadBalancing, description="Envoy load-balancing policy and its knobs."
+    )
     connect_timeout_s: float = Field(
         default=1.0,
         gt=0,
@@ -160,7 +162,9 @@ class Pool(Model):
         default="http1",
         description="Upstream protocol. vLLM's and SGLang's OpenAI servers speak HTTP/1.1.",
     )
-    circuit_breakers: CircuitBreakers = Field(default_factory=CircuitBreakers)
+    circuit_breakers: CircuitBreakers = Field(
+        default_factory=CircuitBreakers, description="Envoy's per-pool request limits."
+    )
     outlier_detection: OutlierDetection | None = Field(
         default=None, description="Unset: no passive ejection (the weight engine reacts instead)."
     )
@@ -244,7 +248,9 @@ class Route(Model):
     """Send matching requests to a pool."""
 
     name: Name
-    match: RouteMatch = Field(default_factory=RouteMatch)
+    match: RouteMatch = Field(
+        default_factory=RouteMatch, description="Default: every request (prefix `/`)."
+    )
     pool: str = Field(description="Name of the pool that serves the route.")
     timeout_s: float = Field(
         default=300.0,

@@ -81,3 +81,10 @@ def test_serve_refuses_a_bad_config_and_serves_nothing(tmp_path: Path) -> None:
     result = run("serve", "--config", str(path), "--xds-address", f"127.0.0.1:{port}")
     assert result.returncode == 2
     assert "pools[0].endpoints[0].weight" in result.stderr
+
+
+def test_shipped_example_is_valid() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "config.yaml"
+    result = run("validate", "--config", str(example))
+    assert result.returncode == 0, result.stderr
+    assert "valid: 2 pools, 1 listeners, 3 routes, 5 endpoints" in result.stdout
