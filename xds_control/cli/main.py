@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from xds_control.cli import bootstrap, demo, serve, validate
+from xds_control.cli import bench, bootstrap, demo, serve, sim, validate
 from xds_control.cli.app import App, OutputFormat
 from xds_control.log import configure_logging
 
@@ -45,3 +45,5 @@ app.command("serve")(serve.command)
 app.command("validate")(validate.command)
 app.command("bootstrap")(bootstrap.command)
 app.command("demo")(demo.command)
+app.command("sim")(sim.command)
+app.add_typer(bench.bench_app, name="bench")
