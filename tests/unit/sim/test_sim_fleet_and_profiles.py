@@ -1,0 +1,78 @@
+"""Fleet files, profiles and fault parsing: what a user writes, and the errors they get."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from xds_control.errors import ConfigError
+from xds_control.sim.faults import parse_fault_assignments
+from xds_control.sim.fleet import load_fleet
+from xds_control.sim.profiles import PROFILES, get_profile
+
+EXAMPLES = Path(__file__).parents[3] / "examples" / "fleets"
+
+
+def test_h100_baseline_matches_the_published_figures() -> None:
+    p = PROFILES["vllm-h100"]
+    assert 0.060 <= p.prefill_time(256) <= 0.120  # TTFT at 256 prompt tokens
+    assert 0.010 <= p.decode_time(32) <= 0.015  # per output token at moderate batch
+    assert 0.025 <= p.prefill_overhead_s <= 0.040
+    assert 0.00015 <= p.prefill_per_token_s <= 0.0003
+
+
+def test_slower_gpus_are_slower_and_smaller() -> None:
+    h100, a100, l4 = (PROFILES[f"vllm-{g}"] for g in ("h100", "a100", "l4"))
+    assert h100.decode_time(8) < a100.decode_time(8) < l4.decode_time(8)
+    assert l4.kv_blocks < h100.kv_blocks
+    assert PROFILES["onnxruntime-l4"].prefix_caching is False
+
+
+def test_profile_overrides_and_their_errors() -> None:
+    assert get_profile("vllm-h100", max_num_seqs=8).max_num_seqs == 8
+    with pytest.raises(KeyError, match="unknown profile"):
+        get_profile("vllm-h200")
+    with pytest.raises(KeyError, match="bogus"):
+        get_profile("vllm-h100", bogus=1)
+    with pytest.raises(ValueError, match="jitter"):
+        get_profile("vllm-h100", jitter=0.5)
+
+
+def test_example_fleets_load_and_the_big_one_has_sixteen_servers() -> None:
+    mixed = load_fleet(EXAMPLES / "mixed.yaml").all_servers()
+    assert [s.port for s in mixed] == [9001, 9002, 9011, 9012, 9021, 9022]
+    assert len(load_fleet(EXAMPLES / "sixteen.yaml").all_servers()) == 16
+    named = load_fleet(EXAMPLES / "named.yaml")
+    assert named.profile_for(named.servers[1]).max_num_seqs == 64
+
+
+def test_fleet_errors_name_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "fleet.yaml"
+    bad.write_text("groups: [{profile: vllm-h100, count: 3, ports: '9001-9002'}]")
+    with pytest.raises(ConfigError, match="does not hold 3"):
+        load_fleet(bad)
+    bad.write_text("servers: [{name: a, profile: nope}]")
+    with pytest.raises(ConfigError, match="unknown profile"):
+        load_fleet(bad)
+    bad.write_text("servers: [{name: a, profile: vllm-h100}, {name: a, profile: vllm-l4}]")
+    with pytest.raises(ConfigError, match="duplicate server names: a"):
+        load_fleet(bad)
+    with pytest.raises(ConfigError, match=r"missing\.yaml"):
+        load_fleet(tmp_path / "missing.yaml")
+
+
+def test_time_scale_shrinks_every_duration() -> None:
+    fast = PROFILES["vllm-h100"].scaled(0.1)
+    assert fast.prefill_time(256) == pytest.approx(PROFILES["vllm-h100"].prefill_time(256) / 10)
+    assert fast.decode_time(4) == pytest.approx(PROFILES["vllm-h100"].decode_time(4) / 10)
+
+
+def test_fault_assignments_from_the_command_line() -> None:
+    update = parse_fault_assignments(["slowdown=3", "hang", "error-rate=0.25"])
+    assert (update.slowdown, update.hang, update.error_rate) == (3.0, True, 0.25)
+    with pytest.raises(ValidationError):
+        parse_fault_assignments(["error_rate=2"])
+    with pytest.raises(ValidationError):
+        parse_fault_assignments(["explode=1"])
