@@ -24,9 +24,14 @@ def quantise(value: float, *, quantum: int) -> int:
     return 1 if q < 1 else 100 if q > 100 else q
 
 
-def passes_hysteresis(old: int, new: int, *, fraction: float) -> bool:
-    """Whether moving a published weight from ``old`` to ``new`` is worth a push."""
-    return new != old and abs(new - old) >= fraction * old
+def passes_hysteresis(published: int, smoothed: float, *, fraction: float, quantum: int) -> bool:
+    """Whether ``smoothed`` has left the dead band around the ``published`` weight.
+
+    The band is measured on the continuous value, not the quantised one: at low weights one
+    quantum is more than ``fraction`` of the weight, and a value hovering on a quantum
+    boundary would otherwise flip between the two levels every few cycles.
+    """
+    return abs(smoothed - published) >= max(fraction * published, 0.75 * quantum)
 
 
 class Published(NamedTuple):
@@ -61,8 +66,9 @@ def publish(
     since = candidate_since if candidate == candidate_before else now
     if candidate == published:
         return Published(published, candidate, since, False)
-    if passes_hysteresis(published, candidate, fraction=policy.hysteresis) or (
-        now - since >= policy.settle_s
-    ):
+    moved = passes_hysteresis(
+        published, smoothed, fraction=policy.hysteresis, quantum=policy.quantum
+    )
+    if moved or now - since >= policy.settle_s:
         return Published(candidate, candidate, since, False)
     return Published(published, candidate, since, True)

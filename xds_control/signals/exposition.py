@@ -52,7 +52,15 @@ def parse_exposition(text: str, *, engine: Engine) -> Snapshot:
                 by_name[s.name].append((s.labels, float(s.value)))
     except Exception as exc:  # the parser raises bare ValueError/IndexError/KeyError on junk
         raise ValueError(f"not Prometheus exposition text: {exc}") from exc
-    g = by_name.get
+
+    def g(name: str, default: _Series) -> _Series:
+        # prometheus_client's parser renames a counter sample without the `_total` suffix
+        # (Triton's `nv_inference_request_success`) to `..._total`; accept both.
+        found = by_name.get(name)
+        if found is None:
+            found = by_name.get(f"{name}_total", default)
+        return found
+
     gauges: dict[Signal, float] = {}
     counters: dict[str, float] = {}
 
