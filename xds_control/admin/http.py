@@ -5,10 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from xds_control.admin.views import endpoints_view, snapshot_view, status_view
+from xds_control.admin.views import endpoints_view, snapshot_view, status_view, weights_view
 from xds_control.cache import DEFAULT_GROUP, SnapshotCache
 from xds_control.config import parse_host_port
-from xds_control.control import LoopState
+from xds_control.control import LoopState, Weigher
 from xds_control.server import StreamRegistry
 
 __all__ = ["AdminServer"]
@@ -18,9 +18,16 @@ class AdminServer:
     """Serves the admin endpoints on ``address`` (loopback by default: unauthenticated)."""
 
     def __init__(
-        self, *, address: str, state: LoopState, cache: SnapshotCache, registry: StreamRegistry
+        self,
+        *,
+        address: str,
+        state: LoopState,
+        cache: SnapshotCache,
+        registry: StreamRegistry,
+        weigher: Weigher | None = None,
     ) -> None:
         self._address = parse_host_port(address)
+        self._weigher = weigher
         self._state = state
         self._cache = cache
         self._registry = registry
@@ -36,6 +43,7 @@ class AdminServer:
                 web.get("/v1/streams", self._streams),
                 web.get("/v1/snapshot", self._snapshot),
                 web.get("/v1/endpoints", self._endpoints),
+                web.get("/v1/weights", self._weights),
             ]
         )
         self._app = app
@@ -80,3 +88,8 @@ class AdminServer:
 
     async def _endpoints(self, request: web.Request) -> web.Response:
         return web.json_response(endpoints_view(self._cache.snapshot(DEFAULT_GROUP)))
+
+    async def _weights(self, request: web.Request) -> web.Response:
+        explain = request.query.get("explain", "") in {"1", "true", "yes"}
+        snapshot = self._cache.snapshot(DEFAULT_GROUP)
+        return web.json_response(weights_view(self._weigher, snapshot, explain=explain))

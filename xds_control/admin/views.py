@@ -7,11 +7,11 @@ from typing import Any
 from envoy.config.endpoint.v3 import endpoint_pb2
 from google.protobuf.json_format import MessageToDict
 
-from xds_control.control import LoopState
+from xds_control.control import LoopState, Weigher
 from xds_control.xds import Snapshot
 from xds_control.xds import type_urls as urls
 
-__all__ = ["endpoints_view", "snapshot_view", "status_view"]
+__all__ = ["endpoints_view", "snapshot_view", "status_view", "weights_view"]
 
 
 def status_view(state: LoopState) -> dict[str, Any]:
@@ -68,3 +68,30 @@ def endpoints_view(snapshot: Snapshot | None) -> dict[str, list[dict[str, Any]]]
                 )
         out[name] = rows
     return out
+
+
+def weights_view(
+    weigher: Weigher | None, snapshot: Snapshot | None, *, explain: bool
+) -> dict[str, Any]:
+    """Per pool, each endpoint's weight and why; with ``explain``, every factor and input."""
+    if weigher is None or not weigher.enabled:
+        static = {
+            pool: [{**row, "reason": "static: no signal source configured"} for row in rows]
+            for pool, rows in endpoints_view(snapshot).items()
+        }
+        return {"engine": False, "pools": static}
+    pools: dict[str, list[dict[str, Any]]] = {}
+    for pool, decisions in weigher.decisions_by_pool.items():
+        if explain:
+            pools[pool] = [d.to_json() for d in decisions]
+        else:
+            pools[pool] = [
+                {
+                    "address": d.address,
+                    "weight": d.weight,
+                    "health": d.health.value,
+                    "reason": d.reason,
+                }
+                for d in decisions
+            ]
+    return {"engine": True, "source_error": weigher.source_error, "pools": pools}

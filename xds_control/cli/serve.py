@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 from typing import Annotated
 
+import aiohttp
 import structlog
 import typer
 
@@ -15,7 +16,7 @@ from xds_control.cache import MemorySnapshotCache
 from xds_control.cli.app import App
 from xds_control.cli.validate import EXIT_INVALID, ConfigOption
 from xds_control.config import Config, load_config, parse_host_port
-from xds_control.control import ControlLoop
+from xds_control.control import ControlLoop, Weigher
 from xds_control.errors import ConfigError
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.tasks import guarded_task
@@ -29,10 +30,20 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
     """Run until SIGINT or SIGTERM; then stop the producers first, then the servers."""
     cache = MemorySnapshotCache()
     registry = StreamRegistry()
-    loop = ControlLoop(config=config, config_path=config_path, cache=cache)
+    client = aiohttp.ClientSession()
+    weigher = Weigher.from_config(client=client, signals=config.signals)
+    loop = ControlLoop(
+        config=config,
+        config_path=config_path,
+        cache=cache,
+        weigher=weigher,
+        on_signals_change=lambda new: weigher.configure(client=client, signals=new.signals),
+    )
     await loop.step()  # the first snapshot exists before any Envoy can connect
     xds = XdsServer(cache=cache, registry=registry, address=xds_address)
-    admin = AdminServer(address=admin_address, state=loop.state, cache=cache, registry=registry)
+    admin = AdminServer(
+        address=admin_address, state=loop.state, cache=cache, registry=registry, weigher=weigher
+    )
     await xds.start()
     await xds.mark_serving()
     await admin.start()
@@ -56,6 +67,7 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         await asyncio.gather(reconcile, return_exceptions=True)
         await xds.stop(grace=2.0)
         await admin.stop()
+        await client.close()
 
 
 def command(

@@ -71,7 +71,8 @@ class EndpointConfig(Model):
         default=10,
         ge=1,
         le=100,
-        description="Static weight (1..100; Envoy rejects 0) used until the weight engine runs.",
+        description="Static weight (1..100; Envoy rejects 0), served when no signal source is "
+        "configured; with one, the weight engine decides.",
     )
 
 

@@ -2,5 +2,14 @@
 
 from xds_control.control.loop import ControlLoop, LoopState, endpoint_source
 from xds_control.control.reconcile import EndpointWeight, reconcile_once
+from xds_control.control.weigher import Weigher, targets_of
 
-__all__ = ["ControlLoop", "EndpointWeight", "LoopState", "endpoint_source", "reconcile_once"]
+__all__ = [
+    "ControlLoop",
+    "EndpointWeight",
+    "LoopState",
+    "Weigher",
+    "endpoint_source",
+    "reconcile_once",
+    "targets_of",
+]

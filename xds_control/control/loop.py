@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,9 +20,12 @@ from xds_control.control.metrics import (
     SNAPSHOT_INFO,
     SNAPSHOTS_PUBLISHED,
 )
-from xds_control.control.reconcile import reconcile_once
+from xds_control.control.reconcile import EndpointWeight, reconcile_once
+from xds_control.control.weigher import Weigher, targets_of
 from xds_control.discovery import Endpoint, EndpointSource, FileSource, StaticSource
 from xds_control.errors import ConfigError, DiscoveryError, SnapshotError
+from xds_control.tasks import guarded_task
+from xds_control.xds import Health
 
 __all__ = ["ControlLoop", "LoopState", "endpoint_source"]
 
@@ -58,15 +62,23 @@ class LoopState:
 
 
 class ControlLoop:
-    """Polls the config file and endpoint sources every ``period_s``; a bad edit is logged and
-    rejected, and the last good config and endpoints keep being served."""
+    """Every reconcile period (``signals.reconcile_period_s``): reload the config if its file
+    changed, fetch endpoints, let the weigher decide weights, publish if anything changed. A bad
+    edit is logged and rejected, and the last good config and endpoints keep being served."""
 
     def __init__(
-        self, *, config: Config, config_path: Path, cache: SnapshotCache, period_s: float = 0.5
+        self,
+        *,
+        config: Config,
+        config_path: Path,
+        cache: SnapshotCache,
+        weigher: Weigher | None = None,
+        on_signals_change: Callable[[Config], None] | None = None,
     ) -> None:
         self.state = LoopState(config=config, config_path=config_path)
+        self.weigher = weigher
+        self._on_signals_change = on_signals_change
         self._cache = cache
-        self._period_s = period_s
         self._stamp = _stamp(config_path)
         self._sources = self._make_sources(config)
         self.published = asyncio.Event()
@@ -76,18 +88,37 @@ class ControlLoop:
         return {pool.name: endpoint_source(pool, base=base) for pool in config.pools}
 
     async def run(self) -> None:
-        """Reconcile forever; never raises for bad input."""
+        """Reconcile forever (and scrape, on the fast path); never raises for bad input."""
+        scraper = guarded_task(self._scrape_forever(), name="signals-scrape")
+        try:
+            while True:
+                await self.step()
+                await asyncio.sleep(self.state.config.signals.reconcile_period_s)
+        finally:
+            scraper.cancel()
+
+    async def _scrape_forever(self) -> None:
+        # The fast path: sub-second scrapes of each endpoint's /metrics, read by the next step.
         while True:
-            await self.step()
-            await asyncio.sleep(self._period_s)
+            scrape = self.weigher.scrape if self.weigher is not None else None
+            if scrape is not None:
+                await scrape.fetch(targets_of(self.state.config, self.state.endpoints))
+            await asyncio.sleep(self.state.config.signals.scrape.interval_s)
 
     async def step(self) -> None:
-        """One pass: reload the config if its file changed, fetch endpoints, publish."""
+        """One pass: reload the config if its file changed, fetch endpoints, decide weights,
+        publish."""
         await self._reload_config()
         await self._fetch_endpoints()
         state = self.state
+        weights: dict[str, EndpointWeight] = {}
+        if self.weigher is not None and self.weigher.enabled:
+            decisions = await self.weigher.weigh(config=state.config, endpoints=state.endpoints)
+            weights = {a: (d.weight, Health(d.health.value)) for a, d in decisions.items()}
         try:
-            snapshot = reconcile_once(config=state.config, endpoints=state.endpoints, weights={})
+            snapshot = reconcile_once(
+                config=state.config, endpoints=state.endpoints, weights=weights
+            )
         except SnapshotError as exc:
             log.error("snapshot is inconsistent; keeping the last one", error=str(exc))
             return
@@ -117,6 +148,8 @@ class ControlLoop:
             )
             return
         CONFIG_RELOADS.labels(result="ok").inc()
+        if config.signals != self.state.config.signals and self._on_signals_change is not None:
+            self._on_signals_change(config)
         self.state.config = config
         self.state.config_error = None
         self._sources = self._make_sources(config)

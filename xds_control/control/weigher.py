@@ -1,0 +1,120 @@
+"""Signals -> weight decisions for every pool, keeping the last good of each.
+
+The IO half of the weight engine: it asks the signal sources, merges their samples and hands
+them to the pure ``compute_weights``. A source that fails keeps its last good samples (the
+engine then holds and, past the TTL, decays by their age), so a dead Prometheus never zeroes a
+weight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import aiohttp
+import structlog
+
+from xds_control.config import Config, SignalsConfig
+from xds_control.discovery import Endpoint
+from xds_control.engine import WeightDecision, compute_weights
+from xds_control.errors import SignalError
+from xds_control.signals import (
+    PrometheusSource,
+    Sample,
+    ScrapeSource,
+    SignalSource,
+    Target,
+    merge_samples,
+    targets_for_pool,
+)
+
+__all__ = ["Weigher", "targets_of"]
+
+log = structlog.get_logger(__name__)
+
+
+def targets_of(config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]) -> tuple[Target, ...]:
+    """Every endpoint of every pool, as signal targets."""
+    out: list[Target] = []
+    for pool in config.pools:
+        out += targets_for_pool(pool, (e.address for e in endpoints.get(pool.name, ())))
+    return tuple(out)
+
+
+class Weigher:
+    """Owns the engine's state between cycles: the previous decisions and last good samples."""
+
+    def __init__(
+        self,
+        *,
+        prometheus: SignalSource | None,
+        scrape: ScrapeSource | None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._prometheus = prometheus
+        self.scrape = scrape
+        self._clock = clock
+        self._prometheus_samples: Mapping[str, Sample] = {}
+        self.decisions: dict[str, WeightDecision] = {}
+        self.decisions_by_pool: dict[str, tuple[WeightDecision, ...]] = {}
+        self.source_error: str | None = None
+
+    @classmethod
+    def from_config(cls, *, client: aiohttp.ClientSession, signals: SignalsConfig) -> Weigher:
+        """Sources as ``signals`` configures them, sharing ``client``."""
+        weigher = cls(prometheus=None, scrape=None)
+        weigher.configure(client=client, signals=signals)
+        return weigher
+
+    def configure(self, *, client: aiohttp.ClientSession, signals: SignalsConfig) -> None:
+        """(Re)build the sources; decisions and last good samples are kept."""
+        self._prometheus = (
+            PrometheusSource(client=client, config=signals)
+            if signals.prometheus_url is not None
+            else None
+        )
+        self.scrape = (
+            ScrapeSource(client=client, config=signals, clock=self._clock)
+            if signals.scrape.enabled
+            else None
+        )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any signal source is configured (else static weights are served)."""
+        return self._prometheus is not None or self.scrape is not None
+
+    async def weigh(
+        self, *, config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]
+    ) -> dict[str, WeightDecision]:
+        """One engine cycle: fetch Prometheus, merge with the latest scrapes, decide."""
+        if self._prometheus is not None:
+            try:
+                self._prometheus_samples = await self._prometheus.fetch(
+                    targets_of(config, endpoints)
+                )
+                self.source_error = None
+            except SignalError as exc:
+                if self.source_error != str(exc):
+                    log.warning("prometheus failed; keeping the last good samples", error=str(exc))
+                self.source_error = str(exc)
+        scraped = self.scrape.latest() if self.scrape is not None else {}
+        samples = merge_samples(self._prometheus_samples, scraped)
+        now = self._clock()
+        decisions: dict[str, WeightDecision] = {}
+        by_pool: dict[str, tuple[WeightDecision, ...]] = {}
+        for pool in config.pools:
+            pool_endpoints = endpoints.get(pool.name, ())
+            previous = {
+                e.address: self.decisions[e.address]
+                for e in pool_endpoints
+                if e.address in self.decisions
+            }
+            decided = compute_weights(
+                pool=pool, endpoints=pool_endpoints, samples=samples, previous=previous, now=now
+            )
+            decisions.update(decided)
+            by_pool[pool.name] = tuple(decided[e.address] for e in pool_endpoints)
+        self.decisions = decisions
+        self.decisions_by_pool = by_pool
+        return decisions
