@@ -1,0 +1,29 @@
+"""``python -m bench`` (``make bench``): run every benchmark, in a fixed order.
+
+One benchmark alone, with its own flags: ``python -m bench.push_latency --help``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+__all__ = ["BENCHMARKS", "main"]
+
+BENCHMARKS = ("push_latency", "sim_throughput", "reconcile")
+"""Module names under ``bench/``; each exposes ``main()``. Missing ones are skipped, so the runner
+works while benchmarks are still being written."""
+
+
+def main() -> None:
+    """Run each present benchmark's ``main()`` with its defaults; a failure stops the run."""
+    for name in BENCHMARKS:
+        if importlib.util.find_spec(f"bench.{name}") is None:
+            print(f"\n# bench.{name}: not present, skipped")
+            continue
+        print(f"\n# bench.{name}\n")
+        importlib.import_module(f"bench.{name}").main()
+
+
+if __name__ == "__main__":
+    main()
