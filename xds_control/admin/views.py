@@ -94,4 +94,9 @@ def weights_view(
                 }
                 for d in decisions
             ]
-    return {"engine": True, "source_error": weigher.source_error, "pools": pools}
+    return {
+        "engine": True,
+        "cycle": weigher.cycle,
+        "source_error": weigher.source_error,
+        "pools": pools,
+    }

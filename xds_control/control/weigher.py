@@ -58,6 +58,8 @@ class Weigher:
         self.decisions: dict[str, WeightDecision] = {}
         self.decisions_by_pool: dict[str, tuple[WeightDecision, ...]] = {}
         self.source_error: str | None = None
+        self.cycle = 0
+        """Engine cycles run so far (explanations name the cycle they were decided in)."""
 
     @classmethod
     def from_config(cls, *, client: aiohttp.ClientSession, signals: SignalsConfig) -> Weigher:
@@ -117,4 +119,5 @@ class Weigher:
             by_pool[pool.name] = tuple(decided[e.address] for e in pool_endpoints)
         self.decisions = decisions
         self.decisions_by_pool = by_pool
+        self.cycle += 1
         return decisions

@@ -1,0 +1,149 @@
+"""The weight engine through real Envoy on a simulated fleet: it reacts, recovers, holds, ramps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.engine_stack import EngineStack
+from e2e.stack import eventually
+from xds_control.sim.faults import FaultUpdate
+
+FAST_PATH = {"scrape": {"enabled": True, "interval_s": 0.25}, "reconcile_period_s": 0.5}
+
+
+@pytest.fixture
+async def engine_stack(tmp_path: Path) -> AsyncIterator[Callable[..., EngineStack]]:
+    stacks: list[EngineStack] = []
+
+    def make(**kwargs: Any) -> EngineStack:
+        stacks.append(EngineStack(tmp_path, **kwargs))
+        return stacks[-1]
+
+    try:
+        yield make
+    finally:
+        for stack in stacks:
+            await stack.close()
+
+
+async def test_scrape_path_reacts_to_a_queue_spike_and_traffic_moves_away(
+    engine_stack: Callable[..., EngineStack],
+) -> None:
+    stack = engine_stack(profiles=["vllm-h100", "vllm-h100"], overrides={"max_num_seqs": 4})
+    await stack.start(stack.config(signals=FAST_PATH, weights={"max_num_seqs": 4}))
+    before = await stack.load(rate=8, seconds=5)
+    assert min(before["s0"], before["s1"]) > 0.3 * sum(before.values()), before
+    weights = await stack.envoy_weights()
+    assert abs(weights["s0"] - weights["s1"]) <= 15, weights
+
+    # A queue spike on s0: slow it down and send it more than its batch slots.
+    stack.fleet.servers["s0"].faults.apply(FaultUpdate(slowdown=10))
+    start_cycle = (await stack.control_plane.get_json("/v1/weights"))["cycle"]
+    await stack.flood("s0", requests=30)
+    dropped_at = None
+    deadline = time.monotonic() + 20
+    while dropped_at is None and time.monotonic() < deadline:
+        view = await stack.control_plane.get_json("/v1/weights")
+        s0 = next(d for d in view["pools"]["chat"] if d["address"] == stack.address["s0"])
+        if s0["weight"] <= weights["s0"] - 25:
+            dropped_at = view["cycle"]
+        await asyncio.sleep(0.05)
+    assert dropped_at is not None, "s0 never lost weight"
+    assert dropped_at - start_cycle <= 2, f"reacted after {dropped_at - start_cycle} cycles"
+
+    async def envoy_moved() -> bool:
+        now = await stack.envoy_weights()
+        return now["s0"] < 0.5 * now["s1"]
+
+    await eventually(envoy_moved, what="Envoy to see s0's weight fall")
+    decision = (await stack.decisions())["s0"]
+    assert decision["factors"]["queue"] < 0.5, decision
+    assert decision["inputs"]["waiting"]["value"] >= 10, decision
+    after = await stack.load(rate=8, seconds=5, seed=2)
+    assert after["s0"] < 0.3 * sum(after.values()), after
+
+
+async def test_prometheus_path_slow_server_loses_weight_recovers_and_outage_decays_to_base(
+    engine_stack: Callable[..., EngineStack],
+) -> None:
+    stack = engine_stack(profiles=["vllm-h100", "vllm-h100"])
+    weights_policy = {"stale_after_s": 3, "hold_s": 4, "decay_s": 4, "settle_s": 3}
+    signals = {"rate_window": "10s", "reconcile_period_s": 1.0}
+    await stack.start(stack.config(signals=signals, weights=weights_policy), prometheus=True)
+    stack.load_in_background(rate=6, seconds=150)
+
+    async def fresh() -> bool:
+        decisions = await stack.decisions()
+        return all("decode_step_s" in d["inputs"] for d in decisions.values())
+
+    await eventually(fresh, timeout=40, what="decode step times from Prometheus")
+    stack.fleet.servers["s0"].faults.apply(FaultUpdate(slowdown=4))
+
+    async def s0_lost_weight() -> bool:
+        weights = await stack.envoy_weights()
+        return weights["s0"] < 0.6 * weights["s1"]
+
+    await eventually(s0_lost_weight, timeout=40, what="Envoy to show the slow server's weight fall")
+    assert (await stack.decisions())["s0"]["factors"]["capacity"] < 0.6
+
+    stack.fleet.servers["s0"].faults.clear()
+
+    async def s0_recovered() -> bool:
+        weights = await stack.envoy_weights()
+        return weights["s0"] >= 0.8 * weights["s1"]
+
+    await eventually(s0_recovered, timeout=40, what="the weight to come back after the fault")
+
+    held = await stack.envoy_weights()
+    assert stack.prometheus is not None
+    await stack.prometheus.stop()
+
+    async def source_failed() -> bool:
+        view = await stack.control_plane.get_json("/v1/weights")
+        return bool(view["source_error"])
+
+    await eventually(source_failed, what="the control plane to notice Prometheus is gone")
+    assert await stack.envoy_weights() == held  # held, not zeroed or reset
+    base = 50  # vLLM engine base 1.0 x base_fraction 0.5 x 100
+
+    async def decayed() -> bool:
+        weights = await stack.envoy_weights()
+        return all(abs(w - base) <= 5 for w in weights.values())
+
+    await eventually(decayed, timeout=30, what="weights to decay to the base weight")
+    reasons = {d["reason"] for d in (await stack.decisions()).values()}
+    assert any("base" in r for r in reasons), reasons
+
+
+async def test_new_server_ramps_up_instead_of_taking_its_full_share(
+    engine_stack: Callable[..., EngineStack],
+) -> None:
+    stack = engine_stack(profiles=["vllm-h100", "vllm-h100"])
+    policy = {"warmup_s": 8, "warmup_start_fraction": 0.1}
+    await stack.start(stack.config(signals=FAST_PATH, weights=policy, servers=["s0"]))
+    stack.load_in_background(rate=4, seconds=60)
+    await asyncio.sleep(2)
+    stack.write_config(stack.config(signals=FAST_PATH, weights=policy))
+
+    seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        weights = await stack.envoy_weights()
+        if "s1" in weights:
+            seen.append((weights["s1"], weights["s0"]))
+            if weights["s1"] >= 0.8 * weights["s0"]:
+                break
+        await asyncio.sleep(0.25)
+    assert seen, "s1 never reached Envoy"
+    first_new, first_old = seen[0]
+    assert first_new <= 0.4 * first_old, seen  # starts low...
+    last_new, last_old = seen[-1]
+    assert last_new >= 0.8 * last_old, seen  # ...and ramps to its share
+    distinct = sorted({new for new, _ in seen})
+    assert len(distinct) >= 3, f"expected a ramp, saw {seen}"
