@@ -57,10 +57,11 @@ class Engine(StrEnum):
 
 
 class LbPolicy(StrEnum):
-    """Envoy's load-balancing policy for a pool; both honour endpoint weights."""
+    """Envoy's load-balancing policy for a pool; each honours endpoint weights."""
 
     MAGLEV = "maglev"
     LEAST_REQUEST = "least_request"
+    ROUND_ROBIN = "round_robin"
 
 
 class EndpointConfig(Model):
@@ -86,7 +87,8 @@ class LoadBalancing(Model):
     policy: LbPolicy = Field(
         default=LbPolicy.MAGLEV,
         description="maglev keeps a prompt prefix or session on one server (warm KV cache); "
-        "least_request suits traffic with no reusable prefix.",
+        "least_request suits traffic with no reusable prefix; round_robin is the baseline "
+        "that benchmarks compare against.",
     )
     maglev_table_size: int = Field(
         default=65537,

@@ -1,4 +1,4 @@
-"""Pool -> Envoy ``Cluster`` (EDS over ADS; MAGLEV or LEAST_REQUEST)."""
+"""Pool -> Envoy ``Cluster`` (EDS over ADS; MAGLEV, LEAST_REQUEST or ROUND_ROBIN)."""
 
 from __future__ import annotations
 
@@ -72,9 +72,11 @@ def build_cluster(pool: Pool) -> cluster_pb2.Cluster:
             cluster.common_lb_config.consistent_hashing_lb_config.hash_balance_factor.CopyFrom(
                 u32(lb.hash_balance_factor)
             )
-    else:
+    elif lb.policy is LbPolicy.LEAST_REQUEST:
         cluster.lb_policy = cluster_pb2.Cluster.LbPolicy.LEAST_REQUEST
         cluster.least_request_lb_config.choice_count.CopyFrom(u32(lb.choice_count))
+    else:
+        cluster.lb_policy = cluster_pb2.Cluster.LbPolicy.ROUND_ROBIN
     if pool.outlier_detection is not None:
         od = pool.outlier_detection
         cluster.outlier_detection.CopyFrom(

@@ -81,6 +81,13 @@ def test_least_request_cluster(config: Config) -> None:
     assert not cluster.HasField("maglev_lb_config")
 
 
+def test_round_robin_cluster() -> None:
+    pool = parse_config(text=CONFIG.replace("policy: least_request", "policy: round_robin")).pools[
+        1
+    ]
+    assert build_cluster(pool).lb_policy == cluster_pb2.Cluster.LbPolicy.ROUND_ROBIN
+
+
 def test_load_assignment_weights_in_address_order(config: Config) -> None:
     snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights={})
     cla = snapshot.resource_set(urls.ENDPOINT).resources["chat"].message
