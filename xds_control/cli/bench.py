@@ -124,3 +124,41 @@ def _row(result: Result) -> dict[str, Any]:
     row = {k: getattr(result, k) for k in keys}
     row["tpot_s"] = result.tpot_s
     return row
+
+
+@bench_app.command("run")
+def run(
+    ctx: typer.Context,
+    scenario: Annotated[Path, typer.Option(help="Scenario YAML (bench/scenarios/*.yaml or any).")],
+    out: Annotated[Path, typer.Option(help="Folder for <name>.json, <name>.md and plots.")] = (
+        Path("docs/bench")
+    ),
+    quick: Annotated[bool, typer.Option(help="Half durations, only the 50% and 80% points.")] = (
+        False
+    ),
+    plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
+) -> None:
+    """Run every policy of a scenario through a real Envoy; write JSON, Markdown and plots."""
+    from xds_control.benchsuite import run_scenario_file
+    from xds_control.benchsuite.report import points_table
+    from xds_control.errors import XdsControlError
+
+    app: App = ctx.obj if isinstance(ctx.obj, App) else App()
+    try:
+        result = run_scenario_file(scenario, out_dir=out, quick=quick, plots=plots)
+    except XdsControlError as exc:
+        app.abort(str(exc), 2)
+    if app.output is OutputFormat.TABLE:
+        app.console.print(f"capacity {result['capacity']['capacity_rps']:.2f} req/s")
+        app.console.print(points_table(result["points"]), markup=False)
+        app.console.print(f"written to {out}/{result['scenario']['name']}.*")
+    else:
+        app.print_data(
+            {k: v for k, v in result.items() if k != "points"}
+            | {
+                "points": [
+                    {k: v for k, v in p.items() if k not in ("ttft_s", "weights")}
+                    for p in result["points"]
+                ]
+            }
+        )

@@ -1,0 +1,118 @@
+"""Measure a fleet's capacity: what an ideal balancer could serve within the SLO.
+
+Each distinct server kind (profile plus overrides) is ramped alone, straight to the server
+(no Envoy), with the scenario's workload: the rate grows by ``STEP_FACTOR`` until goodput falls
+below ``GOOD_SHARE`` of the offered rate. A kind's capacity is the last rate that held; the
+fleet's is the sum over its servers. Kinds ramp side by side, so the ramp costs as many steps
+as the slowest kind needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import structlog
+
+from xds_control.benchsuite.metrics import point_metrics
+from xds_control.benchsuite.point import load_spec
+from xds_control.benchsuite.scenario import FleetServer, Scenario
+from xds_control.benchsuite.stack import BenchStack
+from xds_control.loadgen import Slo, build_requests, run_load
+from xds_control.sim.profiles import get_profile
+
+__all__ = ["GOOD_SHARE", "STEP_FACTOR", "measure_capacity"]
+
+_log = structlog.get_logger(__name__)
+STEP_FACTOR = 1.3
+GOOD_SHARE = 0.9
+_MAX_STEPS = 10
+
+
+def _kind(server: FleetServer) -> str:
+    extra = ",".join(f"{k}={v}" for k, v in sorted(server.overrides.items()))
+    return f"{server.profile}[{extra}]" if extra else server.profile
+
+
+def _first_rate(server: FleetServer, scenario: Scenario) -> float:
+    """Half of what prefill alone allows (simulated req/s): a safe start for the ramp."""
+    profile = get_profile(server.profile, **server.overrides)
+    work = scenario.workload
+    if work.get("workload") == "shared-prefix":
+        prompt = float(work.get("question_tokens", 64))  # the system prompt is usually cached
+    else:
+        prompt = float(work.get("input_mean", 730))
+    return 0.5 / profile.prefill_time(round(prompt))
+
+
+async def _step(
+    stack: BenchStack, *, scenario: Scenario, server: str, rate_sim: float, seed: int
+) -> bool:
+    ts = scenario.time_scale
+    spec = load_spec(
+        scenario, rate_rps=rate_sim / ts, seconds=scenario.capacity_step_s * ts, seed=seed
+    )
+    plan = build_requests(spec)
+    url = f"http://{stack.fleet.address[server]}"
+    run = await run_load(url, plan, timeout_s=scenario.request_timeout_s * ts)
+    slo = Slo(ttft_s=scenario.slo.ttft_s, tpot_s=scenario.slo.tpot_s)
+    span = plan[-1].at if plan else 1.0
+    m = point_metrics(run.results, duration_s=span, slo=slo, time_scale=ts)
+    held = bool(m["goodput_rps"] >= GOOD_SHARE * rate_sim and m["timeouts"] == 0)
+    _log.info(
+        "capacity step",
+        server=server,
+        rate=round(rate_sim, 2),
+        held=held,
+        goodput=round(m["goodput_rps"], 2),
+        ttft_p90=m["ttft_p90_s"],
+    )
+    return held
+
+
+async def measure_capacity(stack: BenchStack, *, scenario: Scenario) -> dict[str, Any]:
+    """Per kind: capacity in simulated req/s and the rates tried; and the fleet's total."""
+    kinds: dict[str, FleetServer] = {}
+    for server in scenario.fleet:
+        if not server.late:
+            kinds.setdefault(_kind(server), server)
+    rates = {k: _first_rate(s, scenario) for k, s in kinds.items()}
+    held: dict[str, float] = dict.fromkeys(kinds, 0.0)
+    tried: dict[str, list[tuple[float, bool]]] = {k: [] for k in kinds}
+    active = set(kinds)
+    for step in range(_MAX_STEPS):
+        if not active:
+            break
+        names = sorted(active)
+        outcomes = await asyncio.gather(
+            *(
+                _step(
+                    stack,
+                    scenario=scenario,
+                    server=kinds[k].name,
+                    rate_sim=rates[k],
+                    seed=scenario.seed + 1000 + step,
+                )
+                for k in names
+            )
+        )
+        await stack.fleet.wait_idle(timeout=scenario.request_timeout_s * scenario.time_scale)
+        await stack.fleet.reset()
+        for k, ok in zip(names, outcomes, strict=True):
+            tried[k].append((round(rates[k], 3), ok))
+            if ok:
+                held[k] = rates[k]
+                rates[k] *= STEP_FACTOR
+            elif held[k] == 0.0 and rates[k] > 0.05:
+                rates[k] /= STEP_FACTOR * STEP_FACTOR  # the first guess was too high: go down
+            else:
+                active.discard(k)
+    per_server = {s.name: held[_kind(s)] for s in scenario.fleet if not s.late}
+    return {
+        "capacity_rps": sum(per_server.values()),
+        "per_kind_rps": held,
+        "per_server_rps": per_server,
+        "tried": tried,
+        "method": f"each kind alone, x{STEP_FACTOR} per {scenario.capacity_step_s:g} s step, "
+        f"until goodput < {GOOD_SHARE:.0%} of offered",
+    }
