@@ -1,1 +1,6 @@
-"""The demo: a real Envoy driven by the control plane, with traffic that follows the weights."""
+"""The demo: a mixed simulated fleet behind a real Envoy, weighted by the engine, with a fault.
+
+``tour.py`` plays it; ``stack.py`` starts what it runs; ``traffic.py`` sends the load;
+``phases.py``, ``window.py`` and ``verdict.py`` are the pure script, aggregation and judgement;
+``view.py`` draws the table.
+"""

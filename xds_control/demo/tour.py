@@ -1,178 +1,191 @@
-"""The weights tour: backends, `xds-control serve`, a real Envoy, and traffic through it.
+"""The tour: a mixed fleet behind a real Envoy, weights from the engine, a fault midway.
 
-Each phase writes new weights into the config file (the control plane picks the edit up without
-a restart), waits until Envoy reports them, sends traffic with many distinct hash keys, and
-compares each backend's share with its weight.
+Six simulated vLLM servers on three GPU classes sit behind Envoy; ``xds-control serve`` scrapes
+their ``/metrics`` and sets the weights; steady chat traffic flows through Envoy. Warm-up lets the
+weights settle near capacity (H100 > A100 > L4), then one H100 is slowed down four times (its
+weight falls, traffic moves away), then the fault clears and it wins its weight back. A terminal
+gets a live table; anything else gets a table per phase. With a duration the phases run once and
+``judge`` gives the verdict.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-from rich.console import Console
-from rich.table import Table
+import aiohttp
+from rich.console import Console, RenderableType
+from rich.live import Live
 
-from xds_control.harness.backends import BACKEND_HEADER, EchoBackends
-from xds_control.harness.control_plane import ControlPlaneProcess
-from xds_control.harness.envoy import EnvoyProcess
-from xds_control.harness.ports import free_port
-from xds_control.harness.traffic import count_backends
+from xds_control.demo.phases import Phase, plan
+from xds_control.demo.stack import DemoStack, ServerState
+from xds_control.demo.traffic import SteadyTraffic
+from xds_control.demo.verdict import PhaseOutcome, Verdict, judge
+from xds_control.demo.view import render
+from xds_control.demo.window import summarize_window
+from xds_control.errors import HarnessError
 
-__all__ = ["PHASES", "PhaseResult", "run_tour"]
+__all__ = ["FAULTED", "RATE", "SLOWDOWN", "run_tour"]
 
-PHASES: tuple[tuple[int, ...], ...] = ((10, 30, 60), (60, 30, 10), (34, 33, 33))
-TOLERANCE = 0.06
-"""Largest gap between a backend's share and its weight's share that still counts as following."""
-
-
-@dataclass(frozen=True)
-class PhaseResult:
-    """What one phase measured."""
-
-    weights: tuple[int, ...]
-    counts: dict[str, int]
-    expected: dict[str, float]
-
-    @property
-    def total(self) -> int:
-        """Requests answered by a backend."""
-        return sum(self.counts.values())
-
-    def share(self, address: str) -> float:
-        """Observed share of ``address``."""
-        return self.counts.get(address, 0) / self.total if self.total else 0.0
-
-    @property
-    def worst_gap(self) -> float:
-        """Largest |observed - expected| over the backends."""
-        return max(abs(self.share(a) - e) for a, e in self.expected.items())
+FAULTED = "h100-0"
+"""A fast server: slowing it moves the most traffic, so the fault is plain to see."""
+SLOWDOWN = 4.0
+RATE = 8.0
+"""Requests per second: enough to measure shares every few seconds, light enough for two cores."""
+_POLL_S = 0.5
+_LIVE_WINDOW_S = 10.0
+_PRINT_WIDTH = 132
+"""Wide enough for every column when the output is a file or a pipe (rich assumes 80)."""
 
 
-def _config(backends: EchoBackends, weights: tuple[int, ...], listener_port: int) -> str:
-    return yaml.safe_dump(
-        {
-            "pools": [
-                {
-                    "name": "chat",
-                    "endpoints": [
-                        {"address": backends.address(i), "weight": w} for i, w in enumerate(weights)
-                    ],
-                }
-            ],
-            "listeners": [
-                {
-                    "name": "gateway",
-                    "address": f"127.0.0.1:{listener_port}",
-                    "routes": [{"name": "completions", "pool": "chat"}],
-                }
-            ],
-        }
-    )
+@dataclass(frozen=True, slots=True)
+class _PhaseRun:
+    start: float
+    end: float
+    weights: list[int]
+    """The faulted server's Envoy weight at every look, in order."""
 
 
-def _table(result: PhaseResult, *, index: int) -> Table:
-    table = Table(title=f"phase {index + 1}: weights {list(result.weights)}")
-    for column in ("backend", "weight", "expected share", "observed share", "requests"):
-        table.add_column(column, justify="right")
-    for address, expected in result.expected.items():
-        observed = result.share(address)
-        style = "green" if abs(observed - expected) <= TOLERANCE else "red"
-        table.add_row(
-            address,
-            str(result.weights[list(result.expected).index(address)]),
-            f"{expected:.1%}",
-            f"[{style}]{observed:.1%}[/{style}]",
-            str(result.counts.get(address, 0)),
-        )
-    return table
+@dataclass(slots=True)
+class _Tour:
+    stack: DemoStack
+    traffic: SteadyTraffic
+    console: Console
+    live: Live | None
+    started: float
+    events: list[str]
+    states: dict[str, ServerState]
+    faulty: bool = False
 
+    def event(self, text: str) -> None:
+        self.events.append(f"{time.monotonic() - self.started:6.1f}s  {text}")
+        del self.events[:-4]  # the last few are enough to follow the story
 
-async def _wait_for_weights(envoy: EnvoyProcess, expected: dict[str, int]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        hosts = {h.address: h.weight for h in await envoy.cluster_hosts("chat")}
-        if hosts == expected:
-            return
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"Envoy did not apply weights {expected}")
+    async def observe(self) -> None:
+        # A slow admin answer costs one refresh, never the tour: keep the last view.
+        with contextlib.suppress(HarnessError, aiohttp.ClientError, OSError, TimeoutError):
+            self.states = await self.stack.observe()
 
-
-def _hash_keys(batch: int) -> Callable[[int], dict[str, str]]:
-    # Distinct keys everywhere, so MAGLEV's weighted table decides and not a few hot keys.
-    return lambda i: {"x-prefix-hash": f"user-{batch}-{i}"}
-
-
-async def _phase(
-    *,
-    envoy: EnvoyProcess,
-    backends: EchoBackends,
-    url: str,
-    weights: tuple[int, ...],
-    seconds: float,
-) -> PhaseResult:
-    addresses = [backends.address(i) for i in range(len(weights))]
-    await _wait_for_weights(envoy, dict(zip(addresses, weights, strict=True)))
-    counts: Counter[str] = Counter()
-    deadline = time.monotonic() + seconds
-    batch = 0
-    while time.monotonic() < deadline or not counts:
-        counts += await count_backends(
-            url=url, count=200, headers_for=_hash_keys(batch), backend_header=BACKEND_HEADER
-        )
-        batch += 1
-    total = sum(weights)
-    return PhaseResult(
-        weights=weights,
-        counts={a: counts[a] for a in addresses},
-        expected={a: w / total for a, w in zip(addresses, weights, strict=True)},
-    )
-
-
-async def run_tour(*, duration: float | None, console: Console) -> list[PhaseResult]:
-    """Run the phases once (``duration`` seconds in all) or, with ``None``, until cancelled."""
-    with tempfile.TemporaryDirectory(prefix="xds-control-demo-") as tmp:
-        workdir = Path(tmp)
-        backends = EchoBackends(ports=[free_port() for _ in range(3)])
-        listener_port = free_port()
-        config_path = workdir / "config.yaml"
-        config_path.write_text(_config(backends, PHASES[0], listener_port))
-        control_plane = ControlPlaneProcess(config_path=config_path, workdir=workdir)
-        envoy: EnvoyProcess | None = None
-        results: list[PhaseResult] = []
-        try:
-            await backends.start()
-            console.print(f"backends: {', '.join(backends.address(i) for i in range(3))}")
-            await control_plane.start()
-            console.print(
-                f"control plane: xDS 127.0.0.1:{control_plane.xds_port}, "
-                f"admin {control_plane.admin_url}"
-            )
-            envoy = EnvoyProcess(workdir=workdir, xds_port=control_plane.xds_port)
-            await envoy.start()
-            await envoy.wait_live()
-            url = f"http://127.0.0.1:{listener_port}/v1/completions"
-            console.print(f"envoy: listener {url}, admin {envoy.admin_url}\n")
-            seconds = 5.0 if duration is None else max(duration / len(PHASES), 1.0)
-            index = 0
-            while duration is None or index < len(PHASES):
-                weights = PHASES[index % len(PHASES)]
-                config_path.write_text(_config(backends, weights, listener_port))
-                result = await _phase(
-                    envoy=envoy, backends=backends, url=url, weights=weights, seconds=seconds
+    async def run_phase(self, phase: Phase, *, label: str) -> _PhaseRun:
+        """Play ``phase``, refreshing the view; return the faulted server's weights in it."""
+        if phase.fault and not self.faulty:
+            self.stack.slow_down(FAULTED, SLOWDOWN)
+            self.event(f"fault: slowdown x{SLOWDOWN:g} on {FAULTED}")
+        elif self.faulty and not phase.fault:
+            self.stack.clear_faults(FAULTED)
+            self.event(f"fault cleared on {FAULTED}")
+        self.faulty = phase.fault
+        start = time.monotonic()
+        end = start + phase.seconds
+        weights: list[int] = []
+        while (now := time.monotonic()) < end:
+            await self.observe()
+            if (weight := self.states[FAULTED].envoy_weight if self.states else None) is not None:
+                weights.append(weight)
+            if self.live is not None:
+                self.live.update(
+                    self.view(
+                        title=f"{label} · {now - start:4.0f}/{phase.seconds:.0f} s",
+                        since=now - _LIVE_WINDOW_S,
+                        until=now,
+                        window_label=f"traffic: requests finished in the last {_LIVE_WINDOW_S:g} s",
+                    )
                 )
-                results.append(result)
-                console.print(_table(result, index=index % len(PHASES)))
-                index += 1
+            await asyncio.sleep(min(_POLL_S, max(0.0, end - time.monotonic())))
+        await self.observe()
+        settled = start + phase.seconds / 2
+        if self.live is None:
+            table = self.view(
+                title=f"{label} ({phase.seconds:.0f} s)",
+                since=settled,
+                until=end,
+                window_label=f"traffic: requests finished in the phase's last "
+                f"{end - settled:.0f} s",
+            )
+            self.console.print(table)
+        last = self.states[FAULTED].envoy_weight if self.states else None
+        if last is not None:
+            weights.append(last)
+        return _PhaseRun(start=start, end=end, weights=weights)
+
+    def outcome(self, run: _PhaseRun) -> PhaseOutcome:
+        """The faulted server's weights in ``run`` and its share of what Envoy routed in the
+        phase's settled second half (call once those requests have come back)."""
+        routed = summarize_window(
+            self.traffic.served,
+            servers=list(self.stack.address),
+            since=(run.start + run.end) / 2,
+            until=run.end,
+            by="started",
+        )
+        return PhaseOutcome(
+            weight_end=run.weights[-1] if run.weights else 0,
+            weight_min=min(run.weights, default=0),
+            share=routed[FAULTED].share,
+            requests=sum(w.requests for w in routed.values()),
+        )
+
+    def view(self, *, title: str, since: float, until: float, window_label: str) -> RenderableType:
+        window = summarize_window(
+            self.traffic.served, servers=list(self.stack.address), since=since, until=until
+        )
+        return render(
+            title=title,
+            events=self.events,
+            profiles=self.stack.profiles,
+            states=self.states,
+            window=window,
+            window_label=window_label,
+            faulted=FAULTED,
+        )
+
+
+async def run_tour(*, duration: float | None, console: Console) -> Verdict | None:
+    """Play the phases once in about ``duration`` seconds and judge them, or, with ``None``,
+    loop until cancelled (Ctrl-C). Everything started is stopped on the way out."""
+    with tempfile.TemporaryDirectory(prefix="xds-control-demo-") as tmp:
+        stack = DemoStack(Path(tmp))
+        traffic = SteadyTraffic(url=stack.url, rate=RATE)
+        try:
+            await stack.start()
+            _introduce(stack, console)
+            traffic.start()
+            live = Live(console=console, refresh_per_second=2) if console.is_terminal else None
+            # rich assumes 80 columns without a terminal; print can narrow a console, not widen it.
+            out = console if live else Console(file=console.file, width=_PRINT_WIDTH)
+            tour = _Tour(stack, traffic, out, live, time.monotonic(), [], {})
+            with live if live is not None else contextlib.nullcontext():
+                cycle = 0
+                while True:
+                    cycle += 1
+                    phases = plan(duration)
+                    runs = []
+                    for index, phase in enumerate(phases):
+                        label = f"cycle {cycle} · phase {index + 1}/{len(phases)}: {phase.name}"
+                        runs.append(await tour.run_phase(phase, label=label))
+                    if duration is not None:
+                        # Judged after recovery: every request routed during the fault is back.
+                        before, during, after = (tour.outcome(run) for run in runs)
+                        return judge(server=FAULTED, before=before, during=during, after=after)
         finally:
-            if envoy is not None:
-                await envoy.stop()
-            await control_plane.stop()
-            await backends.stop()
-        return results
+            await traffic.stop()
+            await stack.stop()
+
+
+def _introduce(stack: DemoStack, console: Console) -> None:
+    servers = ", ".join(f"{n} ({p})" for n, p in stack.profiles.items())
+    console.print(f"fleet: {servers}")
+    console.print(
+        f"control plane: weights from direct /metrics scrapes, reconcile every 1 s; "
+        f"admin {stack.control_plane.admin_url}/v1/weights?explain=1"
+    )
+    assert stack.envoy is not None
+    console.print(f"envoy: listener {stack.url}, admin {stack.envoy.admin_url}/clusters")
+    console.print(
+        f"traffic: {RATE:g} streamed chat requests/s through Envoy (prompt ~200, output ~60 "
+        f"tokens); fault midway: slowdown x{SLOWDOWN:g} on {FAULTED}\n"
+    )

@@ -295,42 +295,47 @@ class SimServer:
         response = web.StreamResponse(
             headers={"content-type": "text/event-stream", "cache-control": "no-cache"}
         )
-        await response.prepare(request)
-        created = int(time.time())
-        sent = 0
-        while True:
-            produced = self.scheduler.generated(seq)
-            if produced > sent:
-                text = filler_text(sent, produced - sent)
+        try:
+            await response.prepare(request)
+            created = int(time.time())
+            sent = 0
+            while True:
+                produced = self.scheduler.generated(seq)
+                if produced > sent:
+                    text = filler_text(sent, produced - sent)
+                    await response.write(
+                        stream_chunk(
+                            request_id=request_id,
+                            server=self.name,
+                            model=model,
+                            chat=chat,
+                            text=text,
+                            created=created,
+                        )
+                    )
+                    sent = produced
+                if seq.done.done():
+                    break
+                await self.scheduler.next_step()
+            if seq.done.exception() is not None:
+                return response  # restarted mid-stream: the restart already reset the connection
+            if include_usage:
+                usage = (seq.prompt_tokens, seq.max_tokens, seq.cached_tokens)
                 await response.write(
                     stream_chunk(
                         request_id=request_id,
                         server=self.name,
                         model=model,
                         chat=chat,
-                        text=text,
+                        text=None,
                         created=created,
+                        usage=usage,
                     )
                 )
-                sent = produced
-            if seq.done.done():
-                break
-            await self.scheduler.next_step()
-        if seq.done.exception() is not None:
-            return response  # restarted mid-stream: the restart already reset the connection
-        if include_usage:
-            usage = (seq.prompt_tokens, seq.max_tokens, seq.cached_tokens)
-            await response.write(
-                stream_chunk(
-                    request_id=request_id,
-                    server=self.name,
-                    model=model,
-                    chat=chat,
-                    text=None,
-                    created=created,
-                    usage=usage,
-                )
-            )
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except ConnectionResetError:
+            # The client (or Envoy on its behalf) went away mid-stream, as users do;
+            # ``_serve`` frees the request's KV blocks.
+            pass
         return response
