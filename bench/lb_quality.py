@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-surface", action="store_true")
     parser.add_argument("--no-push", action="store_true")
     args = parser.parse_args(argv)
-    configure_logging(level="warning")
+    configure_logging(level="info")  # progress: capacity steps and points
     machine = machine_info(envoy_bin=find_envoy())
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sections.append("## Context-length surface\n\n" + _surface(args.out, quick=args.quick))
     if not args.no_push:
         print("  push latency ...", flush=True)
+        configure_logging(level="warning")  # a log line per snapshot would be timed too
         sections.append(
             "## Push latency (weight change -> ACK, 100 endpoints)\n\n" + _push(quick=args.quick)
         )
