@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -42,20 +43,24 @@ async def test_scrape_path_reacts_to_a_queue_spike_and_traffic_moves_away(
     weights = await stack.envoy_weights()
     assert abs(weights["s0"] - weights["s1"]) <= 15, weights
 
-    # A queue spike on s0: slow it down and send it more than its batch slots.
+    # A queue spike on s0: slow it down and send it more than its batch slots. Cycles are
+    # counted from the first engine cycle whose inputs show the spike (the flood itself takes a
+    # moment to build up in this busy test process); the weight must fall within two cycles.
     stack.fleet.servers["s0"].faults.apply(FaultUpdate(slowdown=10))
-    start_cycle = (await stack.control_plane.get_json("/v1/weights"))["cycle"]
     await stack.flood("s0", requests=30)
-    dropped_at = None
+    seen_at = dropped_at = None
     deadline = time.monotonic() + 20
     while dropped_at is None and time.monotonic() < deadline:
-        view = await stack.control_plane.get_json("/v1/weights")
+        view = await stack.control_plane.get_json("/v1/weights?explain=1")
         s0 = next(d for d in view["pools"]["chat"] if d["address"] == stack.address["s0"])
-        if s0["weight"] <= weights["s0"] - 25:
+        if seen_at is None and s0["inputs"].get("waiting", {}).get("value", 0) >= 10:
+            seen_at = view["cycle"]
+        if seen_at is not None and s0["weight"] <= weights["s0"] - 20:
             dropped_at = view["cycle"]
         await asyncio.sleep(0.05)
+    assert seen_at is not None, "the scrape never showed s0's queue"
     assert dropped_at is not None, "s0 never lost weight"
-    assert dropped_at - start_cycle <= 2, f"reacted after {dropped_at - start_cycle} cycles"
+    assert dropped_at - seen_at <= 1, f"reacted {dropped_at - seen_at + 1} cycles after the spike"
 
     async def envoy_moved() -> bool:
         now = await stack.envoy_weights()
@@ -147,3 +152,46 @@ async def test_new_server_ramps_up_instead_of_taking_its_full_share(
     assert last_new >= 0.8 * last_old, seen  # ...and ramps to its share
     distinct = sorted({new for new, _ in seen})
     assert len(distinct) >= 3, f"expected a ramp, saw {seen}"
+
+
+def published(metrics: str) -> float:
+    line = next(x for x in metrics.splitlines() if x.startswith("xds_control_snapshots_published"))
+    return float(line.split()[-1])
+
+
+async def test_mixed_fleet_settles_near_capacity_ratio_without_flapping(
+    engine_stack: Callable[..., EngineStack],
+) -> None:
+    # Two fast GPUs, two slow ones: an L4's decode step is 3.5x an H100's (sim profiles).
+    stack = engine_stack(profiles=["vllm-h100", "vllm-h100", "vllm-l4", "vllm-l4"])
+    signals = {"scrape": {"enabled": True, "interval_s": 0.5}, "reconcile_period_s": 1.0}
+    await stack.start(stack.config(signals=signals, weights={}))
+    stack.load_in_background(rate=10, seconds=200)
+    await asyncio.sleep(40)  # settle
+
+    before = published(await stack.control_plane.metrics())
+    history = []
+    for _ in range(60):  # one steady minute
+        await asyncio.sleep(1)
+        history.append(await stack.envoy_weights())
+    pushes = published(await stack.control_plane.metrics()) - before
+    # Flapping is a weight going back to a level it left; converging moves are not.
+    levels = {name: [w[name] for w in history] for name in history[0]}
+    changes = {
+        name: [a for a, b in itertools.pairwise(seq) if a != b] + [seq[-1]]
+        for name, seq in levels.items()
+    }
+    flips = sum(len(seq) - len(set(seq)) for seq in changes.values())
+    assert pushes <= 5, f"{pushes} weight pushes in a steady minute: {changes}"
+    assert flips <= 1, f"weights flapped: {changes}"
+
+    weights = await stack.envoy_weights()
+    fast = (weights["s0"] + weights["s1"]) / 2
+    slow = (weights["s2"] + weights["s3"]) / 2
+    assert 2.5 <= fast / slow <= 5.0, weights
+
+    async def envoy_runs_the_engine_weights() -> bool:
+        decisions = await stack.decisions()
+        return {n: d["weight"] for n, d in decisions.items()} == await stack.envoy_weights()
+
+    await eventually(envoy_runs_the_engine_weights, what="Envoy to run the engine's weights")

@@ -87,6 +87,15 @@ class WeightPolicy(_Model):
         description="Weight ~ relative capacity ** exponent. 1 makes shares proportional to "
         "capacity, the setting that cut P99 TTFT 11-13x in DESIGN.md's model; 0 ignores it.",
     )
+    capacity_alpha: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="EWMA weight of each cycle's capacity reading. Capacity is a property of "
+        "the hardware that one window's inter-token latency measures noisily (+-25% on a lightly "
+        "loaded server, as prefills stall decodes); 0.1 at a 1 s cycle averages ~10 s, still "
+        "quick enough for a slowed server. Queues move fast: the queue factor is not smoothed so.",
+    )
     max_num_seqs: int = Field(
         default=256,
         ge=1,
@@ -166,10 +175,11 @@ class WeightPolicy(_Model):
         description="Largest change of a weight per cycle, so one bad sample cannot swing it.",
     )
     settle_s: float = Field(
-        default=15.0,
+        default=30.0,
         gt=0,
-        description="A smaller move is published once its target has held still this long, "
-        "so weights converge exactly; noise keeps moving the target and never settles.",
+        description="A move smaller than the hysteresis band (but of at least 3/4 quantum) is "
+        "published once its target has held still this long, so weights converge; noise keeps "
+        "moving the target and never settles.",
     )
     quantum: int = Field(
         default=5,

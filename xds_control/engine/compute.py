@@ -37,6 +37,8 @@ WEIGHT_SIGNALS = frozenset(
 """Signals that make an endpoint's data fresh; ``up`` or a start time alone do not."""
 
 _NONE: dict[Signal, float] = {}
+_CAPACITY_CEILING = 1e12
+"""Slots per second beyond any real engine; larger comes from garbage and would overflow."""
 
 
 def _fresh(sample: Sample | None, *, since: float) -> Mapping[Signal, float]:
@@ -67,6 +69,7 @@ def compute_weights(
     since = now - policy.stale_after_s
     default_slots = float(policy.max_num_seqs)
     starting = not previous
+    cap_alpha = policy.capacity_alpha
     drain = policy.health.drain_error_rate
 
     fresh_by_address: dict[str, Mapping[Signal, float]] = {}
@@ -79,7 +82,15 @@ def compute_weights(
         if step is not None:
             slots = fresh.get(Signal.BATCH_SLOTS) or default_slots
             # capacity_estimate(), inlined for speed (see the factor formulas below).
-            capacities[address] = slots / (step if step > MIN_STEP_S else MIN_STEP_S)
+            raw = slots / (step if step > MIN_STEP_S else MIN_STEP_S)
+            # Smooth the absolute estimate, then normalise by the best smoothed one: the max of
+            # noisy raw readings is biased high and would pull every other endpoint down.
+            if not 0.0 < raw < _CAPACITY_CEILING:
+                continue  # absurd slots or step: as good as no reading
+            prev_estimate = previous[address].capacity_estimate if address in previous else None
+            if prev_estimate is not None:
+                raw = prev_estimate + cap_alpha * (raw - prev_estimate)
+            capacities[address] = raw
     best = max(capacities.values(), default=0.0)
     # An endpoint with no capacity reading (and no previous one) is assumed typical.
     typical = statistics.median(c / best for c in capacities.values()) if best > 0 else 1.0
@@ -150,8 +161,8 @@ def compute_weights(
             # The formulas of factors.py, inlined: a call per factor per endpoint is a third of
             # a 10,000-endpoint reconcile. test_compute_matches_factor_functions keeps them equal.
             # A factor whose signal is missing this cycle keeps its last value (or neutral).
-            if cap is not None:
-                f_cap = (cap / best) ** cap_exp  # best >= cap > 0: in (0, 1]
+            if cap is not None and best > 0.0:  # capacities can underflow to 0 on garbage
+                f_cap = (cap / best) ** cap_exp  # best >= cap >= 0: in [0, 1]
             else:
                 f_cap = pf.capacity if pf is not None else typical_capacity
             if waiting is not None:
@@ -228,6 +239,7 @@ def compute_weights(
             warmup_from,
             candidate,
             candidate_since,
+            capacities.get(address, prev.capacity_estimate if prev is not None else None),
         )
     return decisions
 

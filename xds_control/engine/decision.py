@@ -90,6 +90,9 @@ class WeightDecision(NamedTuple):
     """The quantised weight the engine would publish without hysteresis."""
     candidate_since: float
     """Since when ``candidate`` has not changed (a settled candidate is published)."""
+    capacity_estimate: float | None = None
+    """Smoothed absolute capacity (batch slots per second of decode step); ``None`` until the
+    endpoint reported a decode step. The capacity factor is this over the pool's best."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable explanation (``/v1/weights?explain=1``)."""

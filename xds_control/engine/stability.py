@@ -31,7 +31,7 @@ def passes_hysteresis(published: int, smoothed: float, *, fraction: float, quant
     quantum is more than ``fraction`` of the weight, and a value hovering on a quantum
     boundary would otherwise flip between the two levels every few cycles.
     """
-    return abs(smoothed - published) >= max(fraction * published, 0.75 * quantum)
+    return abs(smoothed - published) >= max(fraction * published, quantum)
 
 
 class Published(NamedTuple):
@@ -57,8 +57,10 @@ def publish(
 
     The candidate is ``smoothed`` quantised and limited to ``max_step`` from ``published``.
     It replaces ``published`` when it passes hysteresis, or when it has stayed the same for
-    ``settle_s``: hysteresis alone would leave a weight short of a steady target forever,
-    while noise keeps changing the candidate and so never settles.
+    ``settle_s`` and ``smoothed`` is at least three quarters of a quantum away (the hysteresis
+    floor): hysteresis alone would leave a weight short of a steady target forever. The margin
+    matters: a value hovering on a quantum boundary keeps one candidate for long stretches, and
+    settling on it without a margin flipped low weights between two levels every ``settle_s``.
     """
     candidate = quantise(smoothed, quantum=policy.quantum)
     low, high = published - policy.max_step, published + policy.max_step
@@ -69,6 +71,8 @@ def publish(
     moved = passes_hysteresis(
         published, smoothed, fraction=policy.hysteresis, quantum=policy.quantum
     )
-    if moved or now - since >= policy.settle_s:
+    margin = 0.75 * policy.quantum
+    settled = now - since >= policy.settle_s and abs(smoothed - published) >= margin
+    if moved or settled:
         return Published(candidate, candidate, since, False)
     return Published(published, candidate, since, True)
