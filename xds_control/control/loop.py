@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -82,6 +83,9 @@ class ControlLoop:
         self._stamp = _stamp(config_path)
         self._sources = self._make_sources(config)
         self.published = asyncio.Event()
+        self._last_inputs: tuple[Config, dict[str, tuple[Endpoint, ...]], dict[str, Any]] | None = (
+            None
+        )
 
     def _make_sources(self, config: Config) -> dict[str, EndpointSource]:
         base = self.state.config_path.parent
@@ -115,6 +119,9 @@ class ControlLoop:
         if self.weigher is not None and self.weigher.enabled:
             decisions = await self.weigher.weigh(config=state.config, endpoints=state.endpoints)
             weights = {a: (d.weight, Health(d.health.value)) for a, d in decisions.items()}
+        inputs = (state.config, dict(state.endpoints), weights)
+        if inputs == self._last_inputs:
+            return  # same config, endpoints and weights: the same snapshot, not worth building
         try:
             snapshot = reconcile_once(
                 config=state.config, endpoints=state.endpoints, weights=weights
@@ -122,6 +129,7 @@ class ControlLoop:
         except SnapshotError as exc:
             log.error("snapshot is inconsistent; keeping the last one", error=str(exc))
             return
+        self._last_inputs = inputs
         if self._cache.set_snapshot(DEFAULT_GROUP, snapshot):
             state.version = snapshot.version
             state.published_at = time.time()
