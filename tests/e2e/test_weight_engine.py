@@ -195,3 +195,36 @@ async def test_mixed_fleet_settles_near_capacity_ratio_without_flapping(
         return {n: d["weight"] for n, d in decisions.items()} == await stack.envoy_weights()
 
     await eventually(envoy_runs_the_engine_weights, what="Envoy to run the engine's weights")
+
+
+async def test_failing_server_is_marked_unhealthy_in_eds_not_weighted_zero(
+    engine_stack: Callable[..., EngineStack],
+) -> None:
+    stack = engine_stack(profiles=["vllm-h100", "vllm-h100"])
+    await stack.start(stack.config(signals=FAST_PATH, weights={}))
+    assert stack.envoy is not None
+
+    await stack.fleet.servers["s1"].update_faults(FaultUpdate(refuse=True))
+
+    async def unhealthy() -> bool:
+        hosts = {h.address: h for h in await stack.envoy.cluster_hosts("chat")}  # type: ignore[union-attr]
+        return hosts[stack.address["s1"]].health == "UNHEALTHY"
+
+    await eventually(unhealthy, what="Envoy to see s1 as UNHEALTHY")
+    hosts = {h.address: h for h in await stack.envoy.cluster_hosts("chat")}
+    assert hosts[stack.address["s1"]].weight >= 1
+    assert hosts[stack.address["s0"]].health == "HEALTHY"
+    decision = (await stack.decisions())["s1"]
+    assert decision["scrape_failures"] >= 3, decision
+    # Envoy stops sending it traffic.
+    counts = await stack.load(rate=10, seconds=3)
+    assert counts["s1"] == 0, counts
+    assert counts["s0"] > 0, counts
+
+    await stack.fleet.servers["s1"].clear_faults()
+
+    async def healthy_again() -> bool:
+        hosts = {h.address: h for h in await stack.envoy.cluster_hosts("chat")}  # type: ignore[union-attr]
+        return hosts[stack.address["s1"]].health == "HEALTHY"
+
+    await eventually(healthy_again, what="s1 to be HEALTHY again once it answers")
