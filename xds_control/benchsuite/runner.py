@@ -65,6 +65,8 @@ async def run_scenario(scenario: Scenario, *, workdir: Path, source: str = "") -
             policy = POLICIES[name]
             await stack.use_policy(policy)
             if policy.engine_weights and scenario.warmup_s > 0:
+                # A fault left by the previous policy's last point must not teach the engine.
+                await stack.fleet.reset()
                 await _warm_up(stack, scenario, cap)
                 await stack.fleet.wait_idle(timeout=scenario.request_timeout_s * ts)
             for i, load in enumerate(scenario.loads):
