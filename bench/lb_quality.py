@@ -37,7 +37,7 @@ def _surface(out: Path, *, quick: bool) -> str:
     cells = asyncio.run(
         run_surface(
             concurrency=(1, 4, 16, 32) if quick else (1, 2, 4, 8, 16, 32),
-            seconds=1.5 if quick else 3.0,
+            seconds=2.0 if quick else 4.0,
         )
     )
     (out / "context_surface.json").write_text(json.dumps(cells, indent=1))

@@ -22,6 +22,8 @@ from xds_control.sim.server import SimServer
 
 __all__ = ["run_surface", "write_heatmaps"]
 
+_ROUNDS = 3
+
 
 async def _cell(
     server: SimServer, *, prompt: int, concurrency: int, seconds: float, output_tokens: int
@@ -46,7 +48,9 @@ async def _cell(
 
     async def client(worker: int, http: aiohttp.ClientSession) -> None:
         i = worker
-        while time.monotonic() < deadline:
+        # At least _ROUNDS requests each: the first round all arrive at once (a burst), later
+        # ones arrive as others finish, which is the steady state a closed loop measures.
+        while time.monotonic() < deadline or i < worker + _ROUNDS * concurrency:
             req = plan[i % len(plan)]
             results.append(await send(http, server.url, req, scheduled=0.0, timeout_s=60))
             i += concurrency
