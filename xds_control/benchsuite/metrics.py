@@ -58,7 +58,7 @@ def point_metrics(
     results: Sequence[Result], *, duration_s: float, slo: Slo, time_scale: float
 ) -> dict[str, Any]:
     """Counts, latency percentiles (seconds, divided by ``time_scale``: simulated time),
-    throughput and goodput over ``duration_s`` (the span of arrivals)."""
+    throughput and goodput over ``duration_s`` (the nominal arrival window)."""
     ok = [r for r in results if r.ok]
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
     ttft += [r.e2e_s for r in results if r.stream and _timed_out(r) and r.ttft_s is None]

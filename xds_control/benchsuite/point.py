@@ -84,7 +84,9 @@ async def run_point(
                 await task
     counters_after = await stack.fleet.counters()
     eds_after = await stack.eds_responses()
-    span = plan[-1].at if plan else 0.0
+    # Rates over the nominal window (requests / rate), not the last arrival: a Poisson run's
+    # last arrival falls early or late by chance, which would move req/s above the offered rate.
+    span = len(plan) / rate_rps if plan else 0.0
     slo = Slo(ttft_s=scenario.slo.ttft_s, tpot_s=scenario.slo.tpot_s)
     metrics = point_metrics(run.results, duration_s=max(span, 1e-9), slo=slo, time_scale=ts)
     metrics.update(
