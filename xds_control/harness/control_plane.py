@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from xds_control.errors import HarnessError
 from xds_control.harness.ports import free_port
-from xds_control.harness.process import ManagedProcess
+from xds_control.harness.process import ManagedProcess, wait_until_ready
 
 __all__ = ["ControlPlaneProcess"]
 
@@ -60,20 +57,15 @@ class ControlPlaneProcess:
     async def start(self, *, timeout: float = 30.0) -> None:
         """Start and wait for ``/readyz``."""
         await self.process.start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.process.check_alive()
-            try:
-                async with (
-                    aiohttp.ClientSession() as session,
-                    session.get(self.admin_url + "/readyz") as response,
-                ):
-                    if response.status == 200:
-                        return
-            except (aiohttp.ClientError, OSError):
-                pass
-            await asyncio.sleep(0.1)
-        raise HarnessError(f"xds-control did not become ready:\n{self.process.tail()}")
+
+        async def ready() -> bool:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(self.admin_url + "/readyz") as response,
+            ):
+                return response.status == 200
+
+        await wait_until_ready(ready, process=self.process, timeout=timeout, what="was not ready")
 
     async def restart(self) -> None:
         """Start a new process on the same ports (after ``kill`` or ``stop``)."""

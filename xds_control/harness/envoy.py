@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ import aiohttp
 
 from xds_control.errors import HarnessError
 from xds_control.harness.ports import free_port
-from xds_control.harness.process import ManagedProcess
+from xds_control.harness.process import ManagedProcess, wait_until_ready
 from xds_control.xds import build_bootstrap
 
 __all__ = ["ClusterHost", "EnvoyProcess", "find_envoy"]
@@ -97,28 +95,22 @@ class EnvoyProcess:
     async def start(self, *, ready_timeout: float = 30.0) -> None:
         """Start Envoy and wait until its admin API answers (not until it is LIVE)."""
         await self.process.start()
-        deadline = time.monotonic() + ready_timeout
-        while time.monotonic() < deadline:
-            self.process.check_alive()
-            try:
-                await self.admin_get("/server_info")
-                return
-            except (aiohttp.ClientError, OSError):
-                await asyncio.sleep(0.1)
-        raise HarnessError(f"{self.process.name} admin did not answer:\n{self.process.tail()}")
+
+        async def answers() -> bool:
+            await self.admin_get("/server_info")
+            return True
+
+        await wait_until_ready(
+            answers, process=self.process, timeout=ready_timeout, what="admin did not answer"
+        )
 
     async def wait_live(self, *, timeout: float = 30.0) -> None:
         """Wait until Envoy reports LIVE: it has its first CDS/LDS and every cluster warmed."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.process.check_alive()
-            try:
-                if (await self.admin_get("/ready")).strip() == "LIVE":
-                    return
-            except (aiohttp.ClientError, OSError):
-                pass
-            await asyncio.sleep(0.1)
-        raise HarnessError(f"{self.process.name} did not become LIVE:\n{self.process.tail()}")
+
+        async def live() -> bool:
+            return (await self.admin_get("/ready")).strip() == "LIVE"
+
+        await wait_until_ready(live, process=self.process, timeout=timeout, what="was not LIVE")
 
     async def stop(self) -> None:
         """Stop Envoy."""

@@ -8,14 +8,16 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+import aiohttp
 import structlog
 
 from xds_control.errors import HarnessError
 
-__all__ = ["ManagedProcess"]
+__all__ = ["ManagedProcess", "wait_until_ready"]
 
 log = structlog.get_logger(__name__)
 _PR_SET_PDEATHSIG = 1
@@ -94,3 +96,24 @@ class ManagedProcess:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
+
+
+async def wait_until_ready(
+    ready: Callable[[], Awaitable[bool]],
+    *,
+    process: ManagedProcess,
+    timeout: float,
+    what: str,
+) -> None:
+    """Poll ``ready`` until it says yes; fail fast when ``process`` exits, and with its output's
+    tail after ``timeout`` seconds. Connection errors while it starts count as "not yet"."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        process.check_alive()
+        try:
+            if await ready():
+                return
+        except (aiohttp.ClientError, OSError, HarnessError):
+            pass
+        await asyncio.sleep(0.1)
+    raise HarnessError(f"{process.name} {what} within {timeout:g} s:\n{process.tail()}")

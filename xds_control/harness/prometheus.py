@@ -29,7 +29,7 @@ import yaml
 
 from xds_control.errors import HarnessError
 from xds_control.harness.ports import free_port
-from xds_control.harness.process import ManagedProcess
+from xds_control.harness.process import ManagedProcess, wait_until_ready
 
 __all__ = ["Prometheus", "Target", "find_prometheus"]
 
@@ -130,20 +130,19 @@ class Prometheus:
         self._process = ManagedProcess(name="prometheus", argv=argv, log_path=self._dir / "log")
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         await self._process.start()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self._process.check_alive()
-            try:
-                async with self._session.get(f"{self.url}/-/ready") as resp:
-                    if resp.status == 200:
-                        break
-            except aiohttp.ClientError:
-                pass
-            if time.monotonic() > deadline:
-                tail = self._process.tail()
-                await self.stop()
-                raise HarnessError(f"prometheus not ready after {timeout_s}s:\n{tail}")
-            await asyncio.sleep(0.1)
+        session = self._session
+
+        async def ready() -> bool:
+            async with session.get(f"{self.url}/-/ready") as resp:
+                return resp.status == 200
+
+        try:
+            await wait_until_ready(
+                ready, process=self._process, timeout=timeout_s, what="was not ready"
+            )
+        except HarnessError:
+            await self.stop()
+            raise
         _log.info("prometheus ready", url=self.url, targets=len(self._targets))
 
     async def stop(self) -> None:
