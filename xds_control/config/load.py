@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from xds_control.config.references import check_references
 from xds_control.config.root import Config
 from xds_control.errors import ConfigError
 
-__all__ = ["field_path", "load_config", "parse_config", "validation_problems"]
+__all__ = ["field_path", "load_config", "load_model", "parse_config", "validation_problems"]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
@@ -73,3 +75,19 @@ def load_config(path: Path) -> Config:
     except OSError as exc:
         raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], source=str(path)) from exc
     return parse_config(text=text, source=str(path))
+
+
+def load_model(path: Path, model: type[M]) -> M:
+    """Read a YAML file into ``model`` (fleet files, scenarios); ``ConfigError`` names the
+    field, as for the main config."""
+    source = str(path)
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], source=source) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError([("", f"not valid YAML: {exc}")], source=source) from exc
+    try:
+        return model.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc), source=source) from exc

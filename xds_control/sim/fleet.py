@@ -23,11 +23,10 @@ from types import TracebackType
 from typing import Any, Self
 
 import structlog
-import yaml
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from xds_control.errors import ConfigError
+from xds_control.config.load import load_model
 from xds_control.sim.control import control_app
 from xds_control.sim.profiles import Profile, get_profile
 from xds_control.sim.server import SimServer
@@ -121,16 +120,7 @@ class FleetSpec(BaseModel):
 
 def load_fleet(path: str | Path) -> FleetSpec:
     """Read and validate a fleet file; raises ``ConfigError`` naming the bad field."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-        return FleetSpec.model_validate(data or {})
-    except OSError as exc:
-        raise ConfigError([("", str(exc))], source=str(path)) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError([("", f"not valid YAML: {exc}")], source=str(path)) from exc
-    except ValidationError as exc:
-        problems = [(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()]
-        raise ConfigError(problems, source=str(path)) from exc
+    return load_model(Path(path), FleetSpec)
 
 
 class Fleet:
