@@ -18,6 +18,7 @@ from xds_control.benchsuite.metrics import point_metrics
 from xds_control.benchsuite.point import load_spec
 from xds_control.benchsuite.scenario import FleetServer, Scenario
 from xds_control.benchsuite.stack import BenchStack
+from xds_control.errors import HarnessError
 from xds_control.loadgen import Slo, build_requests, run_load
 from xds_control.sim.profiles import get_profile
 
@@ -40,7 +41,9 @@ def _first_rate(server: FleetServer, scenario: Scenario) -> float:
     profile = get_profile(server.profile, **server.overrides)
     work = scenario.workload
     if work.get("workload") == "shared-prefix":
-        prompt = float(work.get("question_tokens", 64))  # the system prompt is usually cached
+        # Start as if every system prompt were cold: the ramp then climbs, which is cheap,
+        # rather than starting far above capacity and descending, which is not.
+        prompt = float(work.get("system_tokens", 1024)) + float(work.get("question_tokens", 64))
     else:
         prompt = float(work.get("input_mean", 730))
     return 0.5 / profile.prefill_time(round(prompt))
@@ -112,11 +115,13 @@ async def measure_capacity(stack: BenchStack, *, scenario: Scenario) -> dict[str
             if ok:
                 held[k] = rates[k]
                 rates[k] *= STEP_FACTOR
-            elif held[k] == 0.0 and step < 2:
+            elif held[k] == 0.0:
                 rates[k] /= STEP_FACTOR * STEP_FACTOR  # the first guess was too high: go down
             else:
                 active.discard(k)
     per_server = {s.name: held[_kind(s)] for s in scenario.fleet if not s.late}
+    if not any(per_server.values()):
+        raise HarnessError(f"no server kept up at any rate tried: {tried}")
     return {
         "capacity_rps": sum(per_server.values()),
         "per_kind_rps": held,
