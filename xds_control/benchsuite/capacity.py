@@ -29,6 +29,9 @@ STEP_FACTOR = 1.3
 GOOD_SHARE = 0.9
 _MAX_STEPS = 10
 _MIN_REQUESTS = 15
+_MAX_DESCENTS = 3
+"""A kind that misses the TTFT objective at 1/5 of the first guess misses it unloaded (a slow
+GPU on long prompts): it counts as zero rather than ramping down for minutes."""
 
 
 def _kind(server: FleetServer) -> str:
@@ -115,7 +118,7 @@ async def measure_capacity(stack: BenchStack, *, scenario: Scenario) -> dict[str
             if ok:
                 held[k] = rates[k]
                 rates[k] *= STEP_FACTOR
-            elif held[k] == 0.0:
+            elif held[k] == 0.0 and len(tried[k]) <= _MAX_DESCENTS:
                 rates[k] /= STEP_FACTOR * STEP_FACTOR  # the first guess was too high: go down
             else:
                 active.discard(k)
