@@ -10,6 +10,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from xds_control.config import Pool
 from xds_control.discovery import Endpoint
 from xds_control.engine.decision import Factors, Health, WeightDecision
@@ -17,10 +19,11 @@ from xds_control.engine.factors import MIN_STEP_S, capacity_factor
 from xds_control.engine.health import assess_health
 from xds_control.engine.stability import publish, quantise
 from xds_control.engine.staleness import base_weight, stale_target
+from xds_control.engine.vector import CAPACITY_CEILING, decide_steady, gather_steady
 from xds_control.engine.warmup import warmup_multiplier, warmup_start
 from xds_control.signals import Sample, Signal
 
-__all__ = ["WEIGHT_SIGNALS", "changed_meaningfully", "compute_weights"]
+__all__ = ["WEIGHT_SIGNALS", "changed_meaningfully", "compute_weights", "compute_weights_scalar"]
 
 WEIGHT_SIGNALS = frozenset(
     {
@@ -37,8 +40,6 @@ WEIGHT_SIGNALS = frozenset(
 """Signals that make an endpoint's data fresh; ``up`` or a start time alone do not."""
 
 _NONE: dict[Signal, float] = {}
-_CAPACITY_CEILING = 1e12
-"""Slots per second beyond any real engine; larger comes from garbage and would overflow."""
 
 
 def _fresh(sample: Sample | None, *, since: float) -> Mapping[Signal, float]:
@@ -63,6 +64,47 @@ def compute_weights(
     base weight; not seen before: new, so it warms up unless ``previous`` is empty, i.e. the
     engine's first cycle). Endpoints in ``previous`` but not in ``endpoints`` are dropped.
     """
+    return _compute(
+        pool=pool,
+        endpoints=endpoints,
+        samples=samples,
+        previous=previous,
+        now=now,
+        vectorised=True,
+    )
+
+
+def compute_weights_scalar(
+    *,
+    pool: Pool,
+    endpoints: Sequence[Endpoint],
+    samples: Mapping[str, Sample],
+    previous: Mapping[str, WeightDecision],
+    now: float,
+) -> dict[str, WeightDecision]:
+    """``compute_weights`` one endpoint at a time, without the columnar steady-state path.
+
+    The reference the columnar path is tested against: same arguments, same decisions.
+    """
+    return _compute(
+        pool=pool,
+        endpoints=endpoints,
+        samples=samples,
+        previous=previous,
+        now=now,
+        vectorised=False,
+    )
+
+
+def _compute(
+    *,
+    pool: Pool,
+    endpoints: Sequence[Endpoint],
+    samples: Mapping[str, Sample],
+    previous: Mapping[str, WeightDecision],
+    now: float,
+    vectorised: bool,
+) -> dict[str, WeightDecision]:
     policy = pool.weights
     engine_base = policy.engine_base_weights.of(pool.engine)
     base = base_weight(engine_base=engine_base, policy=policy)
@@ -72,9 +114,23 @@ def compute_weights(
     cap_alpha = policy.capacity_alpha
     drain = policy.health.drain_error_rate
 
+    # Steady endpoints (most, most cycles) go through vector.py as columns; the rest, and all
+    # of them on the engine's first cycle, one at a time below.
+    rest = endpoints
+    batch = None
+    if vectorised and previous:
+        batch, rest = gather_steady(
+            endpoints=endpoints,
+            samples=samples,
+            previous=previous,
+            since=since,
+            default_slots=default_slots,
+            capacity_alpha=cap_alpha,
+        )
+
     fresh_by_address: dict[str, Mapping[Signal, float]] = {}
     capacities: dict[str, float] = {}
-    for endpoint in endpoints:
+    for endpoint in rest:
         address = endpoint.address
         fresh = _fresh(samples.get(address), since=since)
         fresh_by_address[address] = fresh
@@ -85,24 +141,47 @@ def compute_weights(
             raw = slots / (step if step > MIN_STEP_S else MIN_STEP_S)
             # Smooth the absolute estimate, then normalise by the best smoothed one: the max of
             # noisy raw readings is biased high and would pull every other endpoint down.
-            if not 0.0 < raw < _CAPACITY_CEILING:
+            if not 0.0 < raw < CAPACITY_CEILING:
                 continue  # absurd slots or step: as good as no reading
             prev_estimate = previous[address].capacity_estimate if address in previous else None
             if prev_estimate is not None:
                 raw = prev_estimate + cap_alpha * (raw - prev_estimate)
             capacities[address] = raw
     best = max(capacities.values(), default=0.0)
-    # An endpoint with no capacity reading (and no previous one) is assumed typical.
-    typical = statistics.median(c / best for c in capacities.values()) if best > 0 else 1.0
+    addresses = [endpoint.address for endpoint in rest]
+    decisions: dict[str, WeightDecision] = {}
+    if batch is None:
+        # An endpoint with no capacity reading (and no previous one) is assumed typical.
+        typical = statistics.median(c / best for c in capacities.values()) if best > 0 else 1.0
+    else:
+        estimates = batch.estimate[batch.estimate == batch.estimate]  # NaN: no reading
+        everyone = np.concatenate((np.array(list(capacities.values())), estimates))
+        best = float(everyone.max()) if everyone.size else 0.0
+        # np.median is statistics.median's arithmetic: the middle value, or the two middle
+        # values' sum over 2.
+        typical = float(np.median(everyone / best)) if best > 0 else 1.0
+        not_steady = decide_steady(
+            batch=batch,
+            best=best,
+            engine_base=engine_base,
+            policy=policy,
+            now=now,
+            decisions=decisions,
+        )
+        for row in not_steady:
+            address = batch.addresses[row]
+            addresses.append(address)
+            fresh_by_address[address] = batch.samples[row].values
+            estimate = batch.estimate[row]
+            if estimate == estimate:
+                capacities[address] = float(estimate)
 
     cap_exp, queue_exp = policy.capacity_exponent, policy.queue_exponent
     typical_capacity = capacity_factor(typical, exponent=cap_exp)
     alpha, quantum = policy.ewma_alpha, policy.quantum
     kv_c, prefix_c = policy.kv_coefficient, policy.prefix_coefficient
     gpu_c, slo_c = policy.gpu_memory_coefficient, policy.slo_coefficient
-    decisions: dict[str, WeightDecision] = {}
-    for endpoint in endpoints:
-        address = endpoint.address
+    for address in addresses:
         sample = samples.get(address)
         fresh = fresh_by_address[address]
         prev = previous.get(address)
@@ -241,6 +320,9 @@ def compute_weights(
             candidate_since,
             capacities.get(address, prev.capacity_estimate if prev is not None else None),
         )
+    if batch is not None and addresses and batch.addresses:
+        # Both paths decided some: back to the order of ``endpoints``.
+        return {endpoint.address: decisions[endpoint.address] for endpoint in endpoints}
     return decisions
 
 
