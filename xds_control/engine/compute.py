@@ -23,7 +23,7 @@ from xds_control.engine.vector import CAPACITY_CEILING, decide_steady, gather_st
 from xds_control.engine.warmup import warmup_multiplier, warmup_start
 from xds_control.signals import Sample, Signal
 
-__all__ = ["WEIGHT_SIGNALS", "changed_meaningfully", "compute_weights", "compute_weights_scalar"]
+__all__ = ["WEIGHT_SIGNALS", "changed_meaningfully", "compute_weights"]
 
 WEIGHT_SIGNALS = frozenset(
     {
@@ -57,54 +57,16 @@ def compute_weights(
     samples: Mapping[str, Sample],
     previous: Mapping[str, WeightDecision],
     now: float,
+    vectorised: bool = True,
 ) -> dict[str, WeightDecision]:
     """Decide the weight and health of every endpoint of ``pool``.
 
     ``samples`` and ``previous`` are keyed by address; either may lack any endpoint (no data:
     base weight; not seen before: new, so it warms up unless ``previous`` is empty, i.e. the
     engine's first cycle). Endpoints in ``previous`` but not in ``endpoints`` are dropped.
+    ``vectorised=False`` decides one endpoint at a time, without the columnar steady-state
+    path: the reference that path is tested against (same arguments, same decisions).
     """
-    return _compute(
-        pool=pool,
-        endpoints=endpoints,
-        samples=samples,
-        previous=previous,
-        now=now,
-        vectorised=True,
-    )
-
-
-def compute_weights_scalar(
-    *,
-    pool: Pool,
-    endpoints: Sequence[Endpoint],
-    samples: Mapping[str, Sample],
-    previous: Mapping[str, WeightDecision],
-    now: float,
-) -> dict[str, WeightDecision]:
-    """``compute_weights`` one endpoint at a time, without the columnar steady-state path.
-
-    The reference the columnar path is tested against: same arguments, same decisions.
-    """
-    return _compute(
-        pool=pool,
-        endpoints=endpoints,
-        samples=samples,
-        previous=previous,
-        now=now,
-        vectorised=False,
-    )
-
-
-def _compute(
-    *,
-    pool: Pool,
-    endpoints: Sequence[Endpoint],
-    samples: Mapping[str, Sample],
-    previous: Mapping[str, WeightDecision],
-    now: float,
-    vectorised: bool,
-) -> dict[str, WeightDecision]:
     policy = pool.weights
     engine_base = policy.engine_base_weights.of(pool.engine)
     base = base_weight(engine_base=engine_base, policy=policy)

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from xds_control.config import Pool, WeightPolicy
 from xds_control.discovery import Endpoint
 from xds_control.engine import WEIGHT_SIGNALS, WeightDecision, compute_weights
-from xds_control.engine.compute import compute_weights_scalar
 from xds_control.signals import Reading, Sample, Signal, make_reading
 
 NOW = 1_700_000_000.0
@@ -135,7 +134,12 @@ def test_the_columnar_path_decides_exactly_as_the_scalar_path(
         vector = compute_weights(
             pool=pool, endpoints=endpoints, samples=samples, previous=vector, now=now
         )
-        scalar = compute_weights_scalar(
-            pool=pool, endpoints=endpoints, samples=samples, previous=scalar, now=now
+        scalar = compute_weights(
+            pool=pool,
+            endpoints=endpoints,
+            samples=samples,
+            previous=scalar,
+            now=now,
+            vectorised=False,
         )
         assert_same(vector, scalar)
