@@ -20,11 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Self
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from xds_control.benchsuite.policies import POLICIES
-from xds_control.errors import ConfigError
+from xds_control.config.load import load_model
 from xds_control.sim.profiles import get_profile
 
 __all__ = ["Event", "FleetServer", "Scenario", "SloSpec", "load_scenario"]
@@ -132,13 +131,4 @@ class Scenario(_Model):
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; ``ConfigError`` names the bad field."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-        return Scenario.model_validate(data or {})
-    except OSError as exc:
-        raise ConfigError([("", str(exc))], source=str(path)) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError([("", f"not valid YAML: {exc}")], source=str(path)) from exc
-    except ValidationError as exc:
-        problems = [(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()]
-        raise ConfigError(problems, source=str(path)) from exc
+    return load_model(Path(path), Scenario)
