@@ -88,12 +88,12 @@ class WeightPolicy(_Model):
         "capacity, the setting that cut P99 TTFT 11-13x in DESIGN.md's model; 0 ignores it.",
     )
     capacity_alpha: float = Field(
-        default=0.1,
+        default=0.05,
         gt=0,
         le=1,
         description="EWMA weight of each cycle's capacity reading. Capacity is a property of "
         "the hardware that one window's inter-token latency measures noisily (+-25% on a lightly "
-        "loaded server, as prefills stall decodes); 0.1 at a 1 s cycle averages ~10 s, still "
+        "loaded server, as prefills stall decodes); 0.05 at a 1 s cycle averages ~20 s, still "
         "quick enough for a slowed server. Queues move fast: the queue factor is not smoothed so.",
     )
     max_num_seqs: int = Field(
