@@ -123,8 +123,12 @@ async def test_prometheus_path_slow_server_loses_weight_recovers_and_outage_deca
 
     await eventually(holding, what="the engine to hold the last weights once Prometheus is gone")
     held = {name: d["weight"] for name, d in (await stack.decisions()).items()}
-    await asyncio.sleep(1.5)  # inside hold_s: nothing moves, nothing is zeroed or reset
-    assert {name: d["weight"] for name, d in (await stack.decisions()).items()} == held
+    await asyncio.sleep(1.5)
+    # Inside hold_s nothing is zeroed or reset: each weight stays at the held smoothed value
+    # (a published weight may still settle onto it, at most one quantum away).
+    for name, d in (await stack.decisions()).items():
+        assert abs(d["weight"] - held[name]) <= 5, (name, d["weight"], held)
+        assert d["reason"].startswith("holding"), d["reason"]
     base = 50  # vLLM engine base 1.0 x base_fraction 0.5 x 100
 
     async def decayed() -> bool:
