@@ -12,7 +12,7 @@ import aiohttp
 
 from xds_control.errors import HarnessError
 from xds_control.harness.ports import free_port
-from xds_control.harness.process import ManagedProcess
+from xds_control.harness.process import ManagedProcess, wait_until_ready
 from xds_control.sim.fleet import FleetSpec, ServerSpec
 
 __all__ = ["FleetProcess"]
@@ -63,15 +63,12 @@ class FleetProcess:
     async def start(self, *, timeout: float = 30.0) -> None:
         """Spawn the worker and wait until its control app answers."""
         await self.process.start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.process.check_alive()
-            try:
-                await self.counters()
-                return
-            except (aiohttp.ClientError, OSError, HarnessError):
-                await asyncio.sleep(0.1)
-        raise HarnessError(f"fleet worker did not start:\n{self.process.tail()}")
+
+        async def answers() -> bool:
+            await self.counters()
+            return True
+
+        await wait_until_ready(answers, process=self.process, timeout=timeout, what="did not start")
 
     async def counters(self) -> dict[str, dict[str, int]]:
         """Per server: vLLM prefix counters (tokens), successes, running and waiting now."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +22,14 @@ from xds_control.control.metrics import (
 )
 from xds_control.control.reconcile import EndpointWeight, reconcile_once
 from xds_control.control.weigher import Weigher, targets_of
-from xds_control.discovery import Endpoint, EndpointSource, FileSource, StaticSource
+from xds_control.discovery import (
+    Endpoint,
+    EndpointSource,
+    FileSource,
+    FileStamp,
+    StaticSource,
+    file_stamp,
+)
 from xds_control.errors import ConfigError, DiscoveryError, SnapshotError
 from xds_control.tasks import guarded_task
 from xds_control.xds import Health
@@ -33,12 +39,11 @@ __all__ = ["ControlLoop", "LoopState", "endpoint_source"]
 log = structlog.get_logger(__name__)
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
+def _stamp(path: Path) -> FileStamp | None:
     try:
-        stat = os.stat(path)
+        return file_stamp(path)
     except OSError:
-        return None
-    return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        return None  # a missing file is a change too; load_config then reports it
 
 
 def endpoint_source(pool: Pool, *, base: Path) -> EndpointSource:

@@ -16,7 +16,16 @@ from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.static import to_endpoints
 from xds_control.errors import DiscoveryError
 
-__all__ = ["FileSource", "parse_endpoints_file"]
+__all__ = ["FileSource", "FileStamp", "file_stamp", "parse_endpoints_file"]
+
+FileStamp = tuple[int, int, int]
+
+
+def file_stamp(path: Path) -> FileStamp:
+    """What changes when a file is edited: mtime, size and inode (a Kubernetes ConfigMap update
+    swaps a symlink, which changes the inode). Blocking; raises ``OSError``."""
+    stat = os.stat(path)
+    return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 class _EndpointsFile(BaseModel):
@@ -38,21 +47,19 @@ def parse_endpoints_file(*, text: str, source: str) -> tuple[Endpoint, ...]:
 
 
 class FileSource:
-    """Endpoints from ``path``: re-read only when its size, mtime or inode changes (a
-    Kubernetes ConfigMap update swaps a symlink, which changes the inode)."""
+    """Endpoints from ``path``, re-read only when its ``file_stamp`` changes."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: FileStamp | None = None
         self._endpoints: tuple[Endpoint, ...] = ()
 
     async def fetch(self) -> tuple[Endpoint, ...]:
         """The file's endpoints; ``DiscoveryError`` when it is missing or invalid."""
         try:
-            stat = await asyncio.to_thread(os.stat, self._path)
+            stamp = await asyncio.to_thread(file_stamp, self._path)
         except OSError as exc:
             raise DiscoveryError(f"{self._path}: cannot read: {exc.strerror}") from exc
-        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
         if stamp != self._stamp:
             text = await asyncio.to_thread(self._path.read_text, encoding="utf-8")
             self._endpoints = parse_endpoints_file(text=text, source=str(self._path))
