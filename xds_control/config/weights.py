@@ -93,8 +93,25 @@ class WeightPolicy(_Model):
         le=1,
         description="EWMA weight of each cycle's capacity reading. Capacity is a property of "
         "the hardware that one window's inter-token latency measures noisily (+-25% on a lightly "
-        "loaded server, as prefills stall decodes); 0.05 at a 1 s cycle averages ~20 s, still "
-        "quick enough for a slowed server. Queues move fast: the queue factor is not smoothed so.",
+        "loaded server, as prefills stall decodes); 0.05 at a 1 s cycle averages ~20 s; a "
+        "real drop is followed at once (capacity_drop). Queues move fast: the queue factor is not smoothed so.",
+    )
+    capacity_recent_alpha: float = Field(
+        default=0.3,
+        gt=0,
+        le=1,
+        description="EWMA weight of each cycle's capacity reading in the recent capacity, a "
+        "second, quick average kept only to catch real drops (0.3: a few cycles); never slower "
+        "than capacity_alpha.",
+    )
+    capacity_drop: float = Field(
+        default=0.3,
+        gt=0,
+        lt=1,
+        description="When the recent capacity is this fraction below the smoothed one, the "
+        "smoothed one jumps down to it: a slowed server loses its weight within seconds and "
+        "wins it back at capacity_alpha's pace. 0.3 is several times the quick average's noise "
+        "(+-25% readings average to about +-5%), so noise does not trip it.",
     )
     max_num_seqs: int = Field(
         default=256,

@@ -9,8 +9,9 @@ __all__ = ["LOOP_SECONDS", "Phase", "plan"]
 LOOP_SECONDS = 90.0
 """One cycle of the endless tour: long enough for weights to settle, short enough to watch."""
 
-# The engine smooths capacity over ~20 s (``capacity_alpha``), so a slowed server's weight takes
-# 10-20 s to fall and as long to come back: the fault and the recovery get the larger slices.
+# A slowed server's weight falls within ~10 s (the scrape's rate window, then the engine's quick
+# capacity estimate) and comes back over ~20 s (``capacity_alpha``): the fault and the recovery
+# get the larger slices.
 _SLICES = (("warm-up", 0.3, False), ("fault", 0.35, True), ("recovery", 0.35, False))
 
 

@@ -10,7 +10,7 @@ FALL = 0.8
 """During the fault, weight and share must drop below this fraction of their warm-up values."""
 RECOVER = 0.3
 """After the fault, the weight must win back at least this fraction of what it lost (the engine
-smooths capacity over ~20 s, so a short recovery phase sees the start of the climb)."""
+wins capacity back over ~20 s, so a short recovery phase sees the start of the climb)."""
 
 
 @dataclass(frozen=True, slots=True)

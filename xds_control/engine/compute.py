@@ -74,6 +74,9 @@ def compute_weights(
     default_slots = float(policy.max_num_seqs)
     starting = not previous
     cap_alpha = policy.capacity_alpha
+    # The recent capacity is never the slower average: on a rise it must not lag the estimate.
+    recent_alpha = max(policy.capacity_recent_alpha, cap_alpha)
+    keep = 1.0 - policy.capacity_drop
     drain = policy.health.drain_error_rate
 
     # Steady endpoints (most, most cycles) go through vector.py as columns; the rest, and all
@@ -88,10 +91,13 @@ def compute_weights(
             since=since,
             default_slots=default_slots,
             capacity_alpha=cap_alpha,
+            recent_alpha=recent_alpha,
+            keep=keep,
         )
 
     fresh_by_address: dict[str, Mapping[Signal, float]] = {}
     capacities: dict[str, float] = {}
+    recents: dict[str, float] = {}
     for endpoint in rest:
         address = endpoint.address
         fresh = _fresh(samples.get(address), since=since)
@@ -105,10 +111,17 @@ def compute_weights(
             # noisy raw readings is biased high and would pull every other endpoint down.
             if not 0.0 < raw < CAPACITY_CEILING:
                 continue  # absurd slots or step: as good as no reading
-            prev_estimate = previous[address].capacity_estimate if address in previous else None
-            if prev_estimate is not None:
-                raw = prev_estimate + cap_alpha * (raw - prev_estimate)
-            capacities[address] = raw
+            prev = previous.get(address)
+            estimate = recent = raw
+            if prev is not None and prev.capacity_estimate is not None:
+                last = prev.capacity_estimate
+                estimate = last + cap_alpha * (raw - last)
+                last = prev.capacity_recent if prev.capacity_recent is not None else last
+                recent = last + recent_alpha * (raw - last)
+                if recent < keep * estimate:
+                    estimate = recent  # a real drop, not noise: follow it now
+            capacities[address] = estimate
+            recents[address] = recent
     best = max(capacities.values(), default=0.0)
     addresses = [endpoint.address for endpoint in rest]
     decisions: dict[str, WeightDecision] = {}
@@ -137,6 +150,7 @@ def compute_weights(
             estimate = batch.estimate[row]
             if estimate == estimate:
                 capacities[address] = float(estimate)
+                recents[address] = float(batch.recent[row])
 
     cap_exp, queue_exp = policy.capacity_exponent, policy.queue_exponent
     typical_capacity = capacity_factor(typical, exponent=cap_exp)
@@ -281,6 +295,7 @@ def compute_weights(
             candidate,
             candidate_since,
             capacities.get(address, prev.capacity_estimate if prev is not None else None),
+            recents.get(address, prev.capacity_recent if prev is not None else None),
         )
     if batch is not None and addresses and batch.addresses:
         # Both paths decided some: back to the order of ``endpoints``.

@@ -93,6 +93,9 @@ class WeightDecision(NamedTuple):
     capacity_estimate: float | None = None
     """Smoothed absolute capacity (batch slots per second of decode step); ``None`` until the
     endpoint reported a decode step. The capacity factor is this over the pool's best."""
+    capacity_recent: float | None = None
+    """Quick EWMA of the same readings; when it falls ``capacity_drop`` below the estimate,
+    the estimate jumps down to it."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable explanation (``/v1/weights?explain=1``)."""

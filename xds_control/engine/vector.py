@@ -56,7 +56,7 @@ _WEIGHT_COLUMNS = 8
 _NANS = tuple(repeat(float("nan"), len(_SIGNALS)))
 
 # The previous decision's state the arithmetic needs, by position: one C call per endpoint.
-_STATE = ("smoothed", "weight", "capacity_estimate", "started_at")
+_STATE = ("smoothed", "weight", "capacity_estimate", "started_at", "capacity_recent")
 _prev_state = itemgetter(*(WeightDecision._fields.index(name) for name in _STATE))
 _new = tuple.__new__  # skips NamedTuple.__new__'s Python frame; the field order is the contract
 
@@ -65,8 +65,9 @@ _new = tuple.__new__  # skips NamedTuple.__new__'s Python frame; the field order
 class SteadyBatch:
     """Endpoints that may be steady, with their signals and previous state as columns.
 
-    Row ``i`` of every column belongs to ``addresses[i]``. ``estimate`` is the smoothed
-    capacity (NaN: no reading this cycle), the same value the scalar path's first loop finds.
+    Row ``i`` of every column belongs to ``addresses[i]``. ``estimate`` and ``recent`` are the
+    smoothed and the quick capacity (NaN: no reading this cycle), the same values the scalar
+    path's first loop finds.
     """
 
     addresses: list[str]
@@ -75,9 +76,10 @@ class SteadyBatch:
     signals: Column
     """Shape (len(_SIGNALS), n): one row per signal, NaN when there is no reading."""
     state: Column
-    """Shape (len(_STATE) + 7, n): previous smoothed, weight, capacity, start, then factors."""
+    """Shape (len(_STATE) + 7, n): the previous decision's ``_STATE``, then its factors."""
     slots: Column
     estimate: Column
+    recent: Column
 
 
 def gather_steady(
@@ -88,6 +90,8 @@ def gather_steady(
     since: float,
     default_slots: float,
     capacity_alpha: float,
+    recent_alpha: float,
+    keep: float,
 ) -> tuple[SteadyBatch, list[Endpoint]]:
     """Split ``endpoints`` into a batch that may be steady and the rest (the scalar path's).
 
@@ -127,7 +131,8 @@ def gather_steady(
     prev_state = np.array(state, dtype=np.float64).reshape(n, len(_STATE) + 7).T.copy()
 
     # The scalar path's capacity loop: `fresh.get(BATCH_SLOTS) or default_slots`, then
-    # slots over the floored decode step, kept in (0, ceiling), smoothed from the last estimate.
+    # slots over the floored decode step, kept in (0, ceiling), smoothed from the last estimate
+    # (slowly, and quickly into ``recent``; a drop of ``recent`` below ``keep`` of it wins).
     # Garbage slots overflow to inf as Python floats do, silently; the ceiling drops them.
     with np.errstate(over="ignore", invalid="ignore"):
         slots = signals[1]
@@ -137,8 +142,14 @@ def gather_steady(
         valid = (step == step) & (raw > 0.0) & (raw < CAPACITY_CEILING)
         last = prev_state[2]
         smoothed = np.where(last == last, last + capacity_alpha * (raw - last), raw)
+        last_recent = np.where(prev_state[4] == prev_state[4], prev_state[4], last)
+        recent = np.where(last == last, last_recent + recent_alpha * (raw - last_recent), raw)
+        smoothed = np.where(recent < keep * smoothed, recent, smoothed)
     estimate = np.where(valid, smoothed, np.nan)
-    batch = SteadyBatch(addresses, batch_samples, prevs, signals, prev_state, slots, estimate)
+    recent = np.where(valid, recent, np.nan)
+    batch = SteadyBatch(
+        addresses, batch_samples, prevs, signals, prev_state, slots, estimate, recent
+    )
     return batch, rest
 
 
@@ -169,7 +180,7 @@ def decide_steady(
     signals, prev_state, slots = batch.signals, batch.state, batch.slots
     _, _, waiting, kv, hits, gpu, slo, _, up, errors, started = signals
     last_smoothed, last_weight, _, last_started = prev_state[:4]
-    pf_cap, pf_queue, pf_kv, pf_prefix, pf_gpu, pf_slo = prev_state[4:10]
+    pf_cap, pf_queue, pf_kv, pf_prefix, pf_gpu, pf_slo = prev_state[5:11]
     drain = policy.health.drain_error_rate
     steady = (
         np.any(signals[:_WEIGHT_COLUMNS] == signals[:_WEIGHT_COLUMNS], axis=0)
@@ -220,6 +231,7 @@ def decide_steady(
         target.tolist(),
         smoothed.tolist(),
         estimate.tolist(),
+        batch.recent.tolist(),
         strict=True,
     )
     for row, (
@@ -238,6 +250,7 @@ def decide_steady(
         tg,
         sm,
         est,
+        rc,
     ) in enumerate(rows):
         if not ok:
             not_steady.append(row)
@@ -281,6 +294,7 @@ def decide_steady(
                 candidate_now,
                 since,
                 est if est == est else prev.capacity_estimate,
+                rc if rc == rc else prev.capacity_recent,
             ),
         )
     return not_steady

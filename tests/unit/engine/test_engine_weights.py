@@ -356,6 +356,26 @@ def test_capacity_is_smoothed_across_noisy_windows() -> None:
     assert 0.25 < sum(late) / len(late) < 0.42
 
 
+def test_a_slowed_server_loses_weight_within_seconds_and_wins_it_back_gradually() -> None:
+    eps = [endpoint(1), endpoint(2)]
+    decisions: dict[str, WeightDecision] = {}
+    weights: list[int] = []
+    for t in range(150):
+        now = NOW + t
+        slowed = 40 <= t < 80  # every engine step of endpoint 1 four times longer
+        samples = {
+            eps[0].address: sample(eps[0].address, at=now, decode_step_s=0.04 if slowed else 0.01),
+            eps[1].address: sample(eps[1].address, at=now, decode_step_s=0.01),
+        }
+        decisions = run(POOL, eps, samples, decisions, now=now)
+        weights.append(decisions[eps[0].address].weight)
+    before = weights[39]
+    assert before >= 90, weights
+    assert max(weights[48:80]) <= 0.5 * before, weights  # quick capacity catches the drop
+    assert weights[85] < 0.6 * before, weights  # recovery trusts capacity slowly ...
+    assert weights[-1] >= 0.8 * before, weights  # ... but wins it back (within hysteresis)
+
+
 def test_weights_settle_near_the_capacity_ratio_without_flapping() -> None:
     rng = random.Random(7)
     fast = [endpoint(i) for i in range(1, 3)]
