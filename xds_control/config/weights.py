@@ -94,7 +94,8 @@ class WeightPolicy(_Model):
         description="EWMA weight of each cycle's capacity reading. Capacity is a property of "
         "the hardware that one window's inter-token latency measures noisily (+-25% on a lightly "
         "loaded server, as prefills stall decodes); 0.05 at a 1 s cycle averages ~20 s; a "
-        "real drop is followed at once (capacity_drop). Queues move fast: the queue factor is not smoothed so.",
+        "real drop is followed at once (capacity_drop). Queues move fast: the queue factor "
+        "is not smoothed so.",
     )
     capacity_recent_alpha: float = Field(
         default=0.3,
