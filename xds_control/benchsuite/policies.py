@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,12 +39,14 @@ POLICIES: dict[str, Policy] = {
 
 
 def control_plane_config(
-    *, policy: Policy, addresses: list[str], listener_port: int
+    *, policy: Policy, batch_slots: Mapping[str, int], listener_port: int
 ) -> dict[str, Any]:
-    """One vLLM pool over ``addresses`` behind one listener, balanced by ``policy``.
+    """One vLLM pool over the servers of ``batch_slots`` (address -> the server's
+    ``max_num_seqs``) behind one listener, balanced by ``policy``.
 
     Engine weights turn on the direct-scrape fast path only; ``pools[].weights`` is left out
-    on purpose, so every scenario runs the engine's defaults.
+    on purpose, so every scenario runs the engine's defaults. Batch slots are listed per
+    endpoint as an operator would (vLLM does not export them); only the engine reads them.
     """
     lb: dict[str, Any] = {"policy": policy.lb}
     if policy.hash_balance_factor is not None:
@@ -55,7 +58,9 @@ def control_plane_config(
                 "name": "chat",
                 "engine": "vllm",
                 "lb": lb,
-                "endpoints": [{"address": a} for a in addresses],
+                "endpoints": [
+                    {"address": a, "batch_slots": slots} for a, slots in batch_slots.items()
+                ],
             }
         ],
         "listeners": [

@@ -15,6 +15,7 @@ from xds_control.harness.control_plane import ControlPlaneProcess
 from xds_control.harness.envoy import EnvoyProcess
 from xds_control.harness.ports import free_port
 from xds_control.sim.fleet import ServerSpec
+from xds_control.sim.profiles import get_profile
 
 __all__ = ["BenchStack"]
 
@@ -36,6 +37,9 @@ class BenchStack:
             time_scale=scenario.time_scale,
             workdir=workdir,
         )
+        self._slots = {
+            s.name: get_profile(s.profile, **s.overrides).max_num_seqs for s in scenario.fleet
+        }
         self.listener_port = free_port()
         self.config_path = workdir / "config.yaml"
         self.control_plane = ControlPlaneProcess(config_path=self.config_path, workdir=workdir)
@@ -56,7 +60,7 @@ class BenchStack:
         assert self.policy is not None
         data = control_plane_config(
             policy=self.policy,
-            addresses=[self.fleet.address[s] for s in servers],
+            batch_slots={self.fleet.address[s]: self._slots[s] for s in servers},
             listener_port=self.listener_port,
         )
         tmp = self.config_path.with_suffix(".tmp")

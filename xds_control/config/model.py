@@ -75,6 +75,13 @@ class EndpointConfig(Model):
         description="Static weight (1..100; Envoy rejects 0), served when no signal source is "
         "configured; with one, the weight engine decides.",
     )
+    batch_slots: int | None = Field(
+        default=None,
+        ge=1,
+        description="The server's batch slots (vLLM and SGLang --max-num-seqs) for the weight "
+        "engine's capacity estimate when the server does not export them (vLLM does not); "
+        "unset: the pool's weights.max_num_seqs.",
+    )
 
 
 def _is_prime(n: int) -> bool:
@@ -107,6 +114,14 @@ class LoadBalancing(Model):
         default=2,
         ge=2,
         description="least_request: hosts sampled per pick (power of two choices).",
+    )
+    active_request_bias: float = Field(
+        default=1.0,
+        ge=0,
+        le=10,
+        description="least_request with unequal weights: Envoy picks by weight / (active "
+        "requests + 1) ** bias, not by sampling. Envoy's default 1.0 sends a request to an idle "
+        "slow server before a fast one running a batch; lower trusts the weights more.",
     )
 
     @field_validator("maglev_table_size")

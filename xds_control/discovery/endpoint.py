@@ -17,3 +17,5 @@ class Endpoint:
     port: int
     weight: int
     """Static weight from config (1..100): the weight until the engine decides otherwise."""
+    batch_slots: int | None = None
+    """Batch slots from config, for servers that do not export them; ``None``: the pool's."""

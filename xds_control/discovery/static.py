@@ -15,7 +15,15 @@ def to_endpoints(configs: Iterable[EndpointConfig]) -> tuple[Endpoint, ...]:
     out = []
     for item in configs:
         host, port = parse_host_port(item.address)
-        out.append(Endpoint(address=item.address, host=host, port=port, weight=item.weight))
+        out.append(
+            Endpoint(
+                address=item.address,
+                host=host,
+                port=port,
+                weight=item.weight,
+                batch_slots=item.batch_slots,
+            )
+        )
     return tuple(out)
 
 

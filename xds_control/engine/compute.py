@@ -104,7 +104,7 @@ def compute_weights(
         fresh_by_address[address] = fresh
         step = fresh.get(Signal.DECODE_STEP_S)
         if step is not None:
-            slots = fresh.get(Signal.BATCH_SLOTS) or default_slots
+            slots = fresh.get(Signal.BATCH_SLOTS) or endpoint.batch_slots or default_slots
             # capacity_estimate(), inlined for speed (see the factor formulas below).
             raw = slots / (step if step > MIN_STEP_S else MIN_STEP_S)
             # Smooth the absolute estimate, then normalise by the best smoothed one: the max of
@@ -152,6 +152,7 @@ def compute_weights(
                 capacities[address] = float(estimate)
                 recents[address] = float(batch.recent[row])
 
+    configured_slots = {e.address: e.batch_slots for e in endpoints if e.batch_slots}
     cap_exp, queue_exp = policy.capacity_exponent, policy.queue_exponent
     typical_capacity = capacity_factor(typical, exponent=cap_exp)
     alpha, quantum = policy.ewma_alpha, policy.quantum
@@ -207,7 +208,7 @@ def compute_weights(
             smoothed = target
         else:
             cap = capacities.get(address)
-            slots = fresh.get(Signal.BATCH_SLOTS) or default_slots
+            slots = fresh.get(Signal.BATCH_SLOTS) or configured_slots.get(address) or default_slots
             waiting = fresh.get(Signal.WAITING)
             kv = fresh.get(Signal.KV_USAGE)
             hits = fresh.get(Signal.PREFIX_HIT_RATIO)

@@ -104,6 +104,7 @@ def gather_steady(
     rest: list[Endpoint] = []
     values: list[float] = []
     state: list[float | None] = []
+    fallback_slots: list[float] = []
     samples_get, previous_get = samples.get, previous.get
     put_values, put_state = values.extend, state.extend
     for endpoint in endpoints:
@@ -125,18 +126,20 @@ def gather_steady(
         put_values(map(sample.values.get, _SIGNALS, _NANS))
         put_state(_prev_state(prev))
         put_state(prev.factors)
+        fallback_slots.append(endpoint.batch_slots or default_slots)
     n = len(addresses)
     # None (no capacity estimate or start time yet) becomes NaN.
     signals = np.array(values, dtype=np.float64).reshape(n, len(_SIGNALS)).T.copy()
     prev_state = np.array(state, dtype=np.float64).reshape(n, len(_STATE) + 7).T.copy()
 
-    # The scalar path's capacity loop: `fresh.get(BATCH_SLOTS) or default_slots`, then
+    # The scalar path's capacity loop: `fresh.get(BATCH_SLOTS) or endpoint's or default`, then
     # slots over the floored decode step, kept in (0, ceiling), smoothed from the last estimate
     # (slowly, and quickly into ``recent``; a drop of ``recent`` below ``keep`` of it wins).
     # Garbage slots overflow to inf as Python floats do, silently; the ceiling drops them.
     with np.errstate(over="ignore", invalid="ignore"):
         slots = signals[1]
-        slots = np.where((slots == slots) & (slots != 0.0), slots, default_slots)
+        fallback = np.array(fallback_slots, dtype=np.float64)
+        slots = np.where((slots == slots) & (slots != 0.0), slots, fallback)
         step = signals[0]
         raw = slots / np.where(step > MIN_STEP_S, step, MIN_STEP_S)
         valid = (step == step) & (raw > 0.0) & (raw < CAPACITY_CEILING)

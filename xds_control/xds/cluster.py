@@ -74,7 +74,11 @@ def build_cluster(pool: Pool) -> cluster_pb2.Cluster:
             )
     elif lb.policy is LbPolicy.LEAST_REQUEST:
         cluster.lb_policy = cluster_pb2.Cluster.LbPolicy.LEAST_REQUEST
-        cluster.least_request_lb_config.choice_count.CopyFrom(u32(lb.choice_count))
+        config = cluster.least_request_lb_config
+        config.choice_count.CopyFrom(u32(lb.choice_count))
+        config.active_request_bias.default_value = lb.active_request_bias
+        # Envoy requires a runtime key; nothing sets it, so the configured value holds.
+        config.active_request_bias.runtime_key = f"xds_control.{pool.name}.active_request_bias"
     else:
         cluster.lb_policy = cluster_pb2.Cluster.LbPolicy.ROUND_ROBIN
     if pool.outlier_detection is not None:

@@ -356,6 +356,27 @@ def test_capacity_is_smoothed_across_noisy_windows() -> None:
     assert 0.25 < sum(late) / len(late) < 0.42
 
 
+def test_configured_batch_slots_scale_capacity_when_the_server_does_not_export_them() -> None:
+    big = Endpoint(address="10.0.0.1:8000", host="10.0.0.1", port=8000, weight=10)
+    small = Endpoint(address="10.0.0.2:8000", host="10.0.0.2", port=8000, weight=10, batch_slots=64)
+    eps = [big, small]
+    decisions: dict[str, WeightDecision] = {}
+    for t in range(3):  # the second cycle on goes through the vectorised path
+        now = NOW + t
+        samples = {e.address: sample(e.address, at=now, decode_step_s=0.02) for e in eps}
+        decisions = run(POOL, eps, samples, decisions, now=now)
+        # Same decode step, a quarter of the slots (256 assumed for the other): a quarter.
+        assert decisions[small.address].factors.capacity == 0.25
+        assert decisions[big.address].factors.capacity == 1.0
+    exported = {
+        small.address: sample(small.address, at=NOW + 3, decode_step_s=0.02, batch_slots=256),
+        big.address: sample(big.address, at=NOW + 3, decode_step_s=0.02),
+    }
+    pool = Pool(name="p", weights=WeightPolicy(capacity_alpha=1.0))
+    fresh = run(pool, eps, exported, decisions, now=NOW + 3)
+    assert fresh[small.address].factors.capacity == 1.0  # an exported value wins
+
+
 def test_a_slowed_server_loses_weight_within_seconds_and_wins_it_back_gradually() -> None:
     eps = [endpoint(1), endpoint(2)]
     decisions: dict[str, WeightDecision] = {}

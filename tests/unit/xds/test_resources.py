@@ -32,7 +32,7 @@ pools:
       - {address: 10.0.0.2:8000, weight: 30}
       - {address: 10.0.0.1:8000, weight: 10}
   - name: batch
-    lb: {policy: least_request}
+    lb: {policy: least_request, active_request_bias: 0.25}
     endpoints: [{address: 10.0.0.3:8000}]
 listeners:
   - name: gateway
@@ -79,6 +79,9 @@ def test_least_request_cluster(config: Config) -> None:
     cluster = build_cluster(config.pools[1])
     assert cluster.lb_policy == cluster_pb2.Cluster.LbPolicy.LEAST_REQUEST
     assert not cluster.HasField("maglev_lb_config")
+    bias = cluster.least_request_lb_config.active_request_bias
+    assert bias.default_value == 0.25
+    assert bias.runtime_key  # Envoy rejects a RuntimeDouble without one
 
 
 def test_round_robin_cluster() -> None:
