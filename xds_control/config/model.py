@@ -116,12 +116,13 @@ class LoadBalancing(Model):
         description="least_request: hosts sampled per pick (power of two choices).",
     )
     active_request_bias: float = Field(
-        default=1.0,
+        default=0.5,
         ge=0,
         le=10,
         description="least_request with unequal weights: Envoy picks by weight / (active "
-        "requests + 1) ** bias, not by sampling. Envoy's default 1.0 sends a request to an idle "
-        "slow server before a fast one running a batch; lower trusts the weights more.",
+        "requests + 1) ** bias instead of sampling two hosts. Envoy's own default, 1.0, sends a "
+        "request to an idle slow server before a fast one running a batch, which cancels "
+        "capacity weights (an LLM server's batch is not its queue); 0.5 still counts load.",
     )
 
     @field_validator("maglev_table_size")
