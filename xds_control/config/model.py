@@ -6,7 +6,6 @@ the Helm chart's ``values.config``. Every field's description says why its defau
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal, Self
@@ -14,6 +13,7 @@ from typing import Annotated, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from xds_control.config.address import IpPort
+from xds_control.config.regex import re2_error
 from xds_control.config.weights import WeightPolicy
 
 __all__ = [
@@ -206,7 +206,10 @@ class HeaderMatch(Model):
     exact: str | None = None
     prefix: str | None = None
     regex: str | None = Field(
-        default=None, description="RE2 syntax (Envoy's); Python-only syntax is rejected by Envoy."
+        default=None,
+        description="RE2 syntax, checked here as Envoy will (look-arounds and back-references "
+        "are not RE2). Envoy also caps a regex's compiled size (100 by default, a runtime "
+        "setting); a larger one is rejected by Envoy and the last good routes stay.",
     )
     present: bool | None = None
     invert: bool = Field(default=False, description="Match when the condition does not hold.")
@@ -217,10 +220,9 @@ class HeaderMatch(Model):
         if len(given) != 1:
             raise ValueError("give exactly one of exact, prefix, regex, present")
         if self.regex is not None:
-            try:
-                re.compile(self.regex)
-            except re.error as exc:
-                raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
+            problem = re2_error(self.regex)
+            if problem is not None:
+                raise ValueError(f"regex {self.regex!r} is not RE2 (Envoy's syntax): {problem}")
         return self
 
 

@@ -111,3 +111,30 @@ def test_bad_environment_value_names_the_field(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("XDS_CONTROL_XDS_ADDRESS", "everywhere")
     [(path, _)] = problems(VALID)
     assert path == "xds_address"
+
+
+@pytest.mark.parametrize(
+    ("regex", "reason"),
+    [
+        ("^(?!internal).*", "invalid perl operator: (?!"),  # Python's re accepts look-aheads
+        (r"(a)\1", "invalid escape sequence: \\1"),  # and back-references
+        ("[z-a]", "invalid character class range: z-a"),
+    ],
+)
+def test_a_header_regex_envoy_would_reject_is_an_error(regex: str, reason: str) -> None:
+    text = VALID.replace(
+        "{name: all, pool: chat}",
+        "{name: all, pool: chat, match: {headers: [{name: x-tenant, regex: '" + regex + "'}]}}",
+    )
+    [(path, message)] = problems(text)
+    assert path == "listeners[0].routes[0].match.headers[0]"
+    assert "is not RE2" in message
+    assert reason in message
+
+
+def test_an_re2_header_regex_is_accepted() -> None:
+    text = VALID.replace(
+        "{name: all, pool: chat}",
+        "{name: all, pool: chat, match: {headers: [{name: x-tenant, regex: 'team-[a-z]+'}]}}",
+    )
+    assert parse_config(text=text).listeners[0].routes[0].match.headers[0].regex == "team-[a-z]+"
