@@ -98,20 +98,30 @@ def compute_weights(
     fresh_by_address: dict[str, Mapping[Signal, float]] = {}
     capacities: dict[str, float] = {}
     recents: dict[str, float] = {}
+    # The pool's best capacity counts endpoints with no reading this cycle at their last
+    # estimate: an idle fast server (no tokens, so no decode step) has not lost its speed, and
+    # without it the best would be a slow busy one, whose weight would jump to the top.
+    idle: list[float] = []
     for endpoint in rest:
         address = endpoint.address
         fresh = _fresh(samples.get(address), since=since)
         fresh_by_address[address] = fresh
         step = fresh.get(Signal.DECODE_STEP_S)
-        if step is not None:
+        prev = previous.get(address)
+        if step is None:
+            if prev is not None and prev.capacity_estimate is not None:
+                idle.append(prev.capacity_estimate)
+        else:
             slots = fresh.get(Signal.BATCH_SLOTS) or endpoint.batch_slots or default_slots
             # capacity_estimate(), inlined for speed (see the factor formulas below).
             raw = slots / (step if step > MIN_STEP_S else MIN_STEP_S)
             # Smooth the absolute estimate, then normalise by the best smoothed one: the max of
             # noisy raw readings is biased high and would pull every other endpoint down.
             if not 0.0 < raw < CAPACITY_CEILING:
-                continue  # absurd slots or step: as good as no reading
-            prev = previous.get(address)
+                # Absurd slots or step: as good as no reading.
+                if prev is not None and prev.capacity_estimate is not None:
+                    idle.append(prev.capacity_estimate)
+                continue
             estimate = recent = raw
             if prev is not None and prev.capacity_estimate is not None:
                 last = prev.capacity_estimate
@@ -122,15 +132,16 @@ def compute_weights(
                     estimate = recent  # a real drop, not noise: follow it now
             capacities[address] = estimate
             recents[address] = recent
-    best = max(capacities.values(), default=0.0)
+    known = [*capacities.values(), *idle]
+    best = max(known, default=0.0)
     addresses = [endpoint.address for endpoint in rest]
     decisions: dict[str, WeightDecision] = {}
     if batch is None:
         # An endpoint with no capacity reading (and no previous one) is assumed typical.
-        typical = statistics.median(c / best for c in capacities.values()) if best > 0 else 1.0
+        typical = statistics.median(c / best for c in known) if best > 0 else 1.0
     else:
         estimates = batch.estimate[batch.estimate == batch.estimate]  # NaN: no reading
-        everyone = np.concatenate((np.array(list(capacities.values())), estimates))
+        everyone = np.concatenate((np.array(known), estimates, batch.idle))
         best = float(everyone.max()) if everyone.size else 0.0
         # np.median is statistics.median's arithmetic: the middle value, or the two middle
         # values' sum over 2.

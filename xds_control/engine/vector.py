@@ -80,6 +80,8 @@ class SteadyBatch:
     slots: Column
     estimate: Column
     recent: Column
+    idle: Column
+    """Last estimates of the rows with no reading this cycle (they still count for the best)."""
 
 
 def gather_steady(
@@ -150,8 +152,9 @@ def gather_steady(
         smoothed = np.where(recent < keep * smoothed, recent, smoothed)
     estimate = np.where(valid, smoothed, np.nan)
     recent = np.where(valid, recent, np.nan)
+    idle = last[~valid & (last == last)]
     batch = SteadyBatch(
-        addresses, batch_samples, prevs, signals, prev_state, slots, estimate, recent
+        addresses, batch_samples, prevs, signals, prev_state, slots, estimate, recent, idle
     )
     return batch, rest
 

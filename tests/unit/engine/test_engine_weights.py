@@ -377,6 +377,25 @@ def test_configured_batch_slots_scale_capacity_when_the_server_does_not_export_t
     assert fresh[small.address].factors.capacity == 1.0  # an exported value wins
 
 
+def test_an_idle_fast_server_still_sets_the_pools_best_capacity() -> None:
+    fast, slow = endpoint(1), endpoint(2)
+    eps = [fast, slow]
+    decisions: dict[str, WeightDecision] = {}
+    for t in range(40):
+        now = NOW + t
+        busy = t < 10  # then the fast server goes idle: no tokens, so no decode-step reading
+        samples = {
+            fast.address: sample(fast.address, at=now, decode_step_s=0.01, running=8)
+            if busy
+            else sample(fast.address, at=now, running=0, waiting=0),
+            slow.address: sample(slow.address, at=now, decode_step_s=0.05, running=2),
+        }
+        decisions = run(POOL, eps, samples, decisions, now=now)
+        # The slow server stays a fifth of the fast one; it does not become the best.
+        assert decisions[slow.address].factors.capacity <= 0.25, t
+        assert decisions[slow.address].weight <= 25, (t, decisions[slow.address])
+
+
 def test_a_slowed_server_loses_weight_within_seconds_and_wins_it_back_gradually() -> None:
     eps = [endpoint(1), endpoint(2)]
     decisions: dict[str, WeightDecision] = {}
