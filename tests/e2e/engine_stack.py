@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
 from xds_control.harness.control_plane import ControlPlaneProcess
 from xds_control.harness.envoy import EnvoyProcess
+from xds_control.harness.pool_config import one_pool_config
 from xds_control.harness.ports import free_port
 from xds_control.harness.prometheus import Prometheus, Target
 from xds_control.loadgen.runner import run_load
@@ -46,30 +46,16 @@ class EngineStack:
     ) -> dict[str, Any]:
         """One vLLM pool over ``servers`` (default all) with the engine settings given."""
         names = servers if servers is not None else list(self.address)
-        return {
-            "signals": signals,
-            "pools": [
-                {
-                    "name": "chat",
-                    "engine": "vllm",
-                    "weights": weights,
-                    "endpoints": [{"address": self.address[n]} for n in names],
-                }
-            ],
-            "listeners": [
-                {
-                    "name": "gateway",
-                    "address": f"127.0.0.1:{self.listener_port}",
-                    "routes": [{"name": "all", "pool": "chat"}],
-                }
-            ],
-        }
+        return one_pool_config(
+            endpoints=[{"address": self.address[n]} for n in names],
+            listener_port=self.listener_port,
+            pool={"engine": "vllm", "weights": weights},
+            signals=signals,
+        )
 
     def write_config(self, data: dict[str, Any]) -> None:
         """Atomically replace the config file."""
-        tmp = self.config_path.with_suffix(".tmp")
-        tmp.write_text(yaml.safe_dump(data))
-        tmp.replace(self.config_path)
+        self.control_plane.write_config(data)
 
     async def start(self, config: dict[str, Any], *, prometheus: bool = False) -> None:
         """Start the fleet, Prometheus (if asked), the control plane and Envoy."""

@@ -9,11 +9,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from xds_control.harness.backends import BACKEND_HEADER, EchoBackends
 from xds_control.harness.control_plane import ControlPlaneProcess
 from xds_control.harness.envoy import EnvoyProcess
+from xds_control.harness.pool_config import one_pool_config
 from xds_control.harness.ports import free_port
 from xds_control.harness.traffic import count_backends
 
@@ -22,23 +21,11 @@ def stack_config(
     *, backends: EchoBackends, weights: list[int], listener_port: int, **route: Any
 ) -> dict[str, Any]:
     """One MAGLEV pool over the backends with ``weights``, one listener, one route."""
-    return {
-        "pools": [
-            {
-                "name": "chat",
-                "endpoints": [
-                    {"address": backends.address(i), "weight": w} for i, w in enumerate(weights)
-                ],
-            }
-        ],
-        "listeners": [
-            {
-                "name": "gateway",
-                "address": f"127.0.0.1:{listener_port}",
-                "routes": [{"name": "all", "pool": "chat", **route}],
-            }
-        ],
-    }
+    return one_pool_config(
+        endpoints=[{"address": backends.address(i), "weight": w} for i, w in enumerate(weights)],
+        listener_port=listener_port,
+        route=route,
+    )
 
 
 class Stack:
@@ -54,10 +41,7 @@ class Stack:
 
     def write_config(self, data: Mapping[str, Any] | str) -> None:
         """Replace the config file atomically (as an editor or a ConfigMap update does)."""
-        text = data if isinstance(data, str) else yaml.safe_dump(dict(data))
-        tmp = self.config_path.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(self.config_path)
+        self.control_plane.write_config(data)
 
     def write_weights(self, weights: list[int], **route: Any) -> None:
         """Config with one pool of the backends weighted ``weights``."""

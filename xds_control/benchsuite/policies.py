@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from xds_control.harness.pool_config import one_pool_config
+
 __all__ = ["POLICIES", "Policy", "control_plane_config"]
 
 
@@ -51,23 +53,9 @@ def control_plane_config(
     lb: dict[str, Any] = {"policy": policy.lb}
     if policy.hash_balance_factor is not None:
         lb["hash_balance_factor"] = policy.hash_balance_factor
-    return {
-        "signals": {"scrape": {"enabled": True}} if policy.engine_weights else {},
-        "pools": [
-            {
-                "name": "chat",
-                "engine": "vllm",
-                "lb": lb,
-                "endpoints": [
-                    {"address": a, "batch_slots": slots} for a, slots in batch_slots.items()
-                ],
-            }
-        ],
-        "listeners": [
-            {
-                "name": "gateway",
-                "address": f"127.0.0.1:{listener_port}",
-                "routes": [{"name": "all", "pool": "chat"}],
-            }
-        ],
-    }
+    return one_pool_config(
+        endpoints=[{"address": a, "batch_slots": slots} for a, slots in batch_slots.items()],
+        listener_port=listener_port,
+        pool={"engine": "vllm", "lb": lb},
+        signals={"scrape": {"enabled": True}} if policy.engine_weights else None,
+    )

@@ -6,13 +6,12 @@ import asyncio
 import re
 from pathlib import Path
 
-import yaml
-
 from xds_control.benchsuite.fleet_process import FleetProcess
 from xds_control.benchsuite.policies import Policy, control_plane_config
 from xds_control.benchsuite.scenario import Scenario
 from xds_control.harness.control_plane import ControlPlaneProcess
 from xds_control.harness.envoy import EnvoyProcess
+from xds_control.harness.pool_config import POOL
 from xds_control.harness.ports import free_port
 from xds_control.sim.fleet import ServerSpec
 from xds_control.sim.profiles import get_profile
@@ -63,9 +62,7 @@ class BenchStack:
             batch_slots={self.fleet.address[s]: self._slots[s] for s in servers},
             listener_port=self.listener_port,
         )
-        tmp = self.config_path.with_suffix(".tmp")
-        tmp.write_text(yaml.safe_dump(data))
-        tmp.replace(self.config_path)
+        self.control_plane.write_config(data)
 
     async def use_policy(self, policy: Policy) -> None:
         """Restart the control plane with ``policy`` and start a fresh Envoy against it.
@@ -94,7 +91,7 @@ class BenchStack:
         """Server name -> the weight Envoy runs with now."""
         assert self.envoy is not None
         by_address = {v: k for k, v in self.fleet.address.items()}
-        hosts = await self.envoy.cluster_hosts("chat")
+        hosts = await self.envoy.cluster_hosts(POOL)
         return {by_address.get(h.address, h.address): h.weight for h in hosts}
 
     async def eds_responses(self) -> float:

@@ -7,17 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from xds_control.harness.control_plane import ControlPlaneProcess
 from xds_control.harness.envoy import EnvoyProcess
+from xds_control.harness.pool_config import POOL, one_pool_config
 from xds_control.harness.ports import free_port
 from xds_control.sim.faults import FaultUpdate
 from xds_control.sim.fleet import Fleet, FleetSpec, ServerSpec
 
 __all__ = ["FLEET", "POOL", "DemoStack", "ServerState"]
 
-POOL = "chat"
 FLEET: tuple[tuple[str, str], ...] = (
     ("h100-0", "vllm-h100"),
     ("h100-1", "vllm-h100"),
@@ -73,28 +71,17 @@ class DemoStack:
 
     def config(self) -> dict[str, Any]:
         """One vLLM pool over the whole fleet, weights from direct scrapes every second."""
-        return {
-            "signals": _SIGNALS,
-            "pools": [
-                {
-                    "name": POOL,
-                    "engine": "vllm",
-                    "endpoints": [{"address": a} for a in self.address.values()],
-                }
-            ],
-            "listeners": [
-                {
-                    "name": "gateway",
-                    "address": f"127.0.0.1:{self.listener_port}",
-                    "routes": [{"name": "all", "pool": POOL}],
-                }
-            ],
-        }
+        return one_pool_config(
+            endpoints=[{"address": a} for a in self.address.values()],
+            listener_port=self.listener_port,
+            pool={"engine": "vllm"},
+            signals=_SIGNALS,
+        )
 
     async def start(self) -> None:
         """Start the fleet, then the control plane, then Envoy (LIVE when this returns)."""
         await self.fleet.start()
-        self.config_path.write_text(yaml.safe_dump(self.config()))
+        self.control_plane.write_config(self.config())
         await self.control_plane.start()
         self.envoy = EnvoyProcess(workdir=self.workdir, xds_port=self.control_plane.xds_port)
         await self.envoy.start()

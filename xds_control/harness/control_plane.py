@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 
 from xds_control.harness.ports import free_port
 from xds_control.harness.process import ManagedProcess, wait_until_ready
@@ -26,6 +28,14 @@ class ControlPlaneProcess:
         self._log_level = log_level
         self._restarts = 0
         self.process = self._new_process()
+
+    def write_config(self, data: Mapping[str, Any] | str) -> None:
+        """Replace the config file atomically (as an editor or a ConfigMap update does); a
+        running control plane picks it up on its next reconcile."""
+        text = data if isinstance(data, str) else yaml.safe_dump(dict(data))
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(self.config_path)
 
     def _new_process(self) -> ManagedProcess:
         return ManagedProcess(
