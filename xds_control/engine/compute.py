@@ -96,6 +96,7 @@ def compute_weights(
         )
 
     fresh_by_address: dict[str, Mapping[Signal, float]] = {}
+    slots_by_address: dict[str, float] = {}
     capacities: dict[str, float] = {}
     recents: dict[str, float] = {}
     # The pool's best capacity counts endpoints with no reading this cycle at their last
@@ -106,32 +107,29 @@ def compute_weights(
         address = endpoint.address
         fresh = _fresh(samples.get(address), since=since)
         fresh_by_address[address] = fresh
-        step = fresh.get(Signal.DECODE_STEP_S)
+        slots = fresh.get(Signal.BATCH_SLOTS) or endpoint.batch_slots or default_slots
+        slots_by_address[address] = slots
         prev = previous.get(address)
-        if step is None:
-            if prev is not None and prev.capacity_estimate is not None:
-                idle.append(prev.capacity_estimate)
-        else:
-            slots = fresh.get(Signal.BATCH_SLOTS) or endpoint.batch_slots or default_slots
-            # capacity_estimate(), inlined for speed (see the factor formulas below).
-            raw = slots / (step if step > MIN_STEP_S else MIN_STEP_S)
-            # Smooth the absolute estimate, then normalise by the best smoothed one: the max of
-            # noisy raw readings is biased high and would pull every other endpoint down.
-            if not 0.0 < raw < CAPACITY_CEILING:
-                # Absurd slots or step: as good as no reading.
-                if prev is not None and prev.capacity_estimate is not None:
-                    idle.append(prev.capacity_estimate)
-                continue
-            estimate = recent = raw
-            if prev is not None and prev.capacity_estimate is not None:
-                last = prev.capacity_estimate
-                estimate = last + cap_alpha * (raw - last)
-                last = prev.capacity_recent if prev.capacity_recent is not None else last
-                recent = last + recent_alpha * (raw - last)
-                if recent < keep * estimate:
-                    estimate = recent  # a real drop, not noise: follow it now
-            capacities[address] = estimate
-            recents[address] = recent
+        last = prev.capacity_estimate if prev is not None else None
+        step = fresh.get(Signal.DECODE_STEP_S)
+        # capacity_estimate(), inlined for speed (see the factor formulas below).
+        raw = slots / (step if step > MIN_STEP_S else MIN_STEP_S) if step is not None else 0.0
+        if not 0.0 < raw < CAPACITY_CEILING:
+            # No reading (idle: no tokens, no steps), or absurd slots or step.
+            if last is not None:
+                idle.append(last)
+            continue
+        # Smooth the absolute estimate, then normalise by the best smoothed one: the max of
+        # noisy raw readings is biased high and would pull every other endpoint down.
+        estimate = recent = raw
+        if prev is not None and last is not None:
+            estimate = last + cap_alpha * (raw - last)
+            last = prev.capacity_recent if prev.capacity_recent is not None else last
+            recent = last + recent_alpha * (raw - last)
+            if recent < keep * estimate:
+                estimate = recent  # a real drop, not noise: follow it now
+        capacities[address] = estimate
+        recents[address] = recent
     known = [*capacities.values(), *idle]
     best = max(known, default=0.0)
     addresses = [endpoint.address for endpoint in rest]
@@ -158,12 +156,12 @@ def compute_weights(
             address = batch.addresses[row]
             addresses.append(address)
             fresh_by_address[address] = batch.samples[row].values
+            slots_by_address[address] = float(batch.slots[row])
             estimate = batch.estimate[row]
             if estimate == estimate:
                 capacities[address] = float(estimate)
                 recents[address] = float(batch.recent[row])
 
-    configured_slots = {e.address: e.batch_slots for e in endpoints if e.batch_slots}
     cap_exp, queue_exp = policy.capacity_exponent, policy.queue_exponent
     typical_capacity = capacity_factor(typical, exponent=cap_exp)
     alpha, quantum = policy.ewma_alpha, policy.quantum
@@ -219,7 +217,7 @@ def compute_weights(
             smoothed = target
         else:
             cap = capacities.get(address)
-            slots = fresh.get(Signal.BATCH_SLOTS) or configured_slots.get(address) or default_slots
+            slots = slots_by_address[address]
             waiting = fresh.get(Signal.WAITING)
             kv = fresh.get(Signal.KV_USAGE)
             hits = fresh.get(Signal.PREFIX_HIT_RATIO)
