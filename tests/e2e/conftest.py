@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from e2e.stack import Stack
-from xds_control.harness.envoy import find_envoy
+from xds_lab.harness.envoy import find_envoy
 
 pytestmark = pytest.mark.e2e
 

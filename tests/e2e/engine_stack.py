@@ -11,14 +11,14 @@ from typing import Any
 
 import aiohttp
 
-from xds_control.harness.control_plane import ControlPlaneProcess
-from xds_control.harness.envoy import EnvoyProcess
-from xds_control.harness.pool_config import one_pool_config
-from xds_control.harness.ports import free_port
-from xds_control.harness.prometheus import Prometheus, Target
-from xds_control.loadgen.runner import run_load
-from xds_control.loadgen.workloads import LoadSpec, build_requests
-from xds_control.sim.fleet import Fleet, FleetSpec, ServerSpec
+from xds_lab.harness.control_plane import ControlPlaneProcess
+from xds_lab.harness.envoy import EnvoyProcess
+from xds_lab.harness.pool_config import one_pool_config
+from xds_lab.harness.ports import free_port
+from xds_lab.harness.prometheus import Prometheus, Target
+from xds_lab.loadgen.runner import run_load
+from xds_lab.loadgen.workloads import LoadSpec, build_requests
+from xds_lab.sim.fleet import Fleet, FleetSpec, ServerSpec
 
 
 class EngineStack:

@@ -9,12 +9,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from xds_control.harness.backends import BACKEND_HEADER, EchoBackends
-from xds_control.harness.control_plane import ControlPlaneProcess
-from xds_control.harness.envoy import EnvoyProcess
-from xds_control.harness.pool_config import one_pool_config
-from xds_control.harness.ports import free_port
-from xds_control.harness.traffic import count_backends
+from xds_lab.harness.backends import BACKEND_HEADER, EchoBackends
+from xds_lab.harness.control_plane import ControlPlaneProcess
+from xds_lab.harness.envoy import EnvoyProcess
+from xds_lab.harness.pool_config import one_pool_config
+from xds_lab.harness.ports import free_port
+from xds_lab.harness.traffic import count_backends
 
 
 def stack_config(

@@ -19,8 +19,16 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_push_latency_measures_each_change_and_envoy_applies_the_last(tmp_path: Path) -> None:
     out = tmp_path / "push.json"
     # A fresh interpreter, as `make bench` runs it: this one imported gRPC with fork support
-    # on, which crashes some Envoy spawns next to an in-process server (see bench/__init__.py).
-    argv = [sys.executable, "-m", "bench.push_latency", "--envoys", "1", "--endpoints", "20"]
+    # on, which crashes some Envoy spawns next to an in-process server (see xds_lab/__init__.py).
+    argv = [
+        sys.executable,
+        "-m",
+        "xds_lab.bench.push_latency",
+        "--envoys",
+        "1",
+        "--endpoints",
+        "20",
+    ]
     argv += ["--changes", "5", "--json", str(out)]
     run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=20, check=False)
     assert run.returncode == 0, run.stdout + run.stderr

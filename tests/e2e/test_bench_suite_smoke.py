@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from xds_control.benchsuite import POLICIES, run_scenario_file
-from xds_control.benchsuite.metrics import REQUIRED_FIELDS
+from xds_lab.bench import POLICIES, run_scenario_file
+from xds_lab.bench.metrics import REQUIRED_FIELDS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

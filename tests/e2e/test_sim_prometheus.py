@@ -8,8 +8,8 @@ import asyncio
 import aiohttp
 import pytest
 
-from xds_control.harness.prometheus import Prometheus, Target, find_prometheus
-from xds_control.sim.fleet import Fleet, FleetSpec
+from xds_lab.harness.prometheus import Prometheus, Target, find_prometheus
+from xds_lab.sim.fleet import Fleet, FleetSpec
 
 pytestmark = [
     pytest.mark.e2e,

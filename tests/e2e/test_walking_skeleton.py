@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from e2e.stack import Stack, eventually, stack_config
-from xds_control.harness.ports import free_port
-from xds_control.harness.traffic import shares
+from xds_lab.harness.ports import free_port
+from xds_lab.harness.traffic import shares
 
 
 async def test_envoy_syncs_proxies_and_shows_maglev_and_weights(stack: Stack) -> None:

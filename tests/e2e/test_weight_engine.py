@@ -13,7 +13,7 @@ import pytest
 
 from e2e.engine_stack import EngineStack
 from e2e.stack import eventually
-from xds_control.sim.faults import FaultUpdate
+from xds_lab.sim.faults import FaultUpdate
 
 FAST_PATH = {"scrape": {"enabled": True, "interval_s": 0.25}, "reconcile_period_s": 0.5}
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from importlib.metadata import entry_points
 from typing import Annotated
 
 import typer
 
-from xds_control.cli import bench, bootstrap, demo, serve, sim, validate
+from xds_control.cli import bootstrap, serve, validate
 from xds_control.cli.app import App, OutputFormat
 from xds_control.log import configure_logging
 
@@ -44,6 +46,23 @@ def root(
 app.command("serve")(serve.command)
 app.command("validate")(validate.command)
 app.command("bootstrap")(bootstrap.command)
-app.command("demo")(demo.command)
-app.command("sim")(sim.command)
-app.add_typer(bench.bench_app, name="bench")
+
+
+def _add_plugins(root: typer.Typer) -> None:
+    """Commands other distributions register in the ``xds_control.commands`` entry-point group
+    (the lab's ``sim``, ``demo`` and ``bench``): a Typer app becomes a group, a function a
+    command. A plugin that fails to load is reported and skipped; the product's own commands
+    never depend on one."""
+    for entry in entry_points(group="xds_control.commands"):
+        try:
+            plugin = entry.load()
+        except Exception as exc:  # a broken plugin must not take `serve` down with it
+            print(f"xds-control: skipping command {entry.name!r}: {exc}", file=sys.stderr)
+            continue
+        if isinstance(plugin, typer.Typer):
+            root.add_typer(plugin, name=entry.name)
+        else:
+            root.command(entry.name)(plugin)
+
+
+_add_plugins(app)

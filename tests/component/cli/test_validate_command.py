@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from xds_control.harness.ports import free_port
+from xds_lab.harness.ports import free_port
 
 GOOD = """\
 pools:

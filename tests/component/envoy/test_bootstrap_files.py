@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from xds_control.harness.envoy import find_envoy
 from xds_control.xds import build_bootstrap
+from xds_lab.harness.envoy import find_envoy
 
 ROOT = Path(__file__).resolve().parents[3]
 FILES = {

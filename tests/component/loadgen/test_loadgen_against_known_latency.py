@@ -7,7 +7,7 @@ import json
 
 from aiohttp import web
 
-from xds_control.loadgen import LoadSpec, Slo, build_requests, percentile, run_load, summarize
+from xds_lab.loadgen import LoadSpec, Slo, build_requests, percentile, run_load, summarize
 
 
 async def test_load_generator_recovers_the_latency_distribution_of_a_known_server() -> None:

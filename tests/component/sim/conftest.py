@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from xds_control.sim.profiles import get_profile
-from xds_control.sim.server import SimServer
+from xds_lab.sim.profiles import get_profile
+from xds_lab.sim.server import SimServer
 
 StartServer = Callable[..., Awaitable[SimServer]]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import aiohttp
 
-from xds_control.harness.ports import free_port
+from xds_lab.harness.ports import free_port
 
 
 async def test_sim_command_runs_a_fleet_and_injects_then_clears_a_fault(tmp_path: Path) -> None:

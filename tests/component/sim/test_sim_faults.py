@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from simclient import scrape, stream_completion, words
 
-from xds_control.sim.fleet import Fleet, FleetSpec
+from xds_lab.sim.fleet import Fleet, FleetSpec
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from conftest import StartServer
 from prometheus_client.parser import text_string_to_metric_families
 from simclient import scrape, stream_completion, words
 
-from xds_control.sim.server import SimServer
+from xds_lab.sim.server import SimServer
 
 MIB = 1024 * 1024
 

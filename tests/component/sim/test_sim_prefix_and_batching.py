@@ -9,7 +9,7 @@ import pytest
 from conftest import StartServer
 from simclient import scrape, stream_completion, words
 
-from xds_control.sim.tokens import BLOCK_SIZE
+from xds_lab.sim.tokens import BLOCK_SIZE
 
 
 async def test_repeated_prefix_lowers_ttft_by_the_modelled_prefill(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from xds_control.demo.phases import plan
-from xds_control.demo.verdict import PhaseOutcome, judge
-from xds_control.demo.window import Served, summarize_window
+from xds_lab.demo.phases import plan
+from xds_lab.demo.verdict import PhaseOutcome, judge
+from xds_lab.demo.window import Served, summarize_window
 
 BEFORE = PhaseOutcome(weight_end=85, weight_min=50, share=0.27, requests=70)
 DURING = PhaseOutcome(weight_end=25, weight_min=25, share=0.06, requests=60)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from xds_control.loadgen.client import Result
-from xds_control.loadgen.stats import Slo, percentile, summarize
+from xds_lab.loadgen.client import Result
+from xds_lab.loadgen.stats import Slo, percentile, summarize
 
 
 def test_percentiles_of_a_known_uniform_sample() -> None:

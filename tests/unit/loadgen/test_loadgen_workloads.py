@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from xds_control.loadgen.workloads import LoadSpec, build_requests, fingerprint
-from xds_control.sim.tokens import chat_tokens, count_tokens
+from xds_lab.loadgen.workloads import LoadSpec, build_requests, fingerprint
+from xds_lab.sim.tokens import chat_tokens, count_tokens
 
 
 @pytest.mark.parametrize("workload", ["chat", "shared-prefix", "multi-turn"])

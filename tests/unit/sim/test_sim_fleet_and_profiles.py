@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from xds_control.errors import ConfigError
-from xds_control.sim.faults import parse_fault_assignments
-from xds_control.sim.fleet import load_fleet
-from xds_control.sim.profiles import PROFILES, get_profile
+from xds_lab.sim.faults import parse_fault_assignments
+from xds_lab.sim.fleet import load_fleet
+from xds_lab.sim.profiles import PROFILES, get_profile
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "fleets"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xds_control.sim.kv_cache import KvCache
-from xds_control.sim.tokens import block_hashes, chat_tokens, text_tokens
+from xds_lab.sim.kv_cache import KvCache
+from xds_lab.sim.tokens import block_hashes, chat_tokens, text_tokens
 
 
 def _prompt(prefix: str, n: int) -> list[int]:

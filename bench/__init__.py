@@ -1,1 +1,0 @@
-"""Benchmarks: ``make bench`` runs them all (see ``__main__``); they print tables, not verdicts."""

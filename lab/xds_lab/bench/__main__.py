@@ -1,0 +1,29 @@
+"""``python -m xds_lab.bench`` (``make bench``): run every benchmark, in a fixed order.
+
+One benchmark alone, with its own flags: ``python -m xds_lab.bench.push_latency --help``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+__all__ = ["BENCHMARKS", "main"]
+
+BENCHMARKS = ("push_latency", "sim_throughput", "reconcile", "lb_quality")
+"""Module names in this package; each exposes ``main()``. Missing ones are skipped, so the runner
+works while benchmarks are still being written."""
+
+
+def main() -> None:
+    """Run each present benchmark's ``main()`` with its defaults; a failure stops the run."""
+    for name in BENCHMARKS:
+        if importlib.util.find_spec(f"xds_lab.bench.{name}") is None:
+            print(f"\n# xds_lab.bench.{name}: not present, skipped")
+            continue
+        print(f"\n# xds_lab.bench.{name}\n")
+        importlib.import_module(f"xds_lab.bench.{name}").main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Load-balancing quality: every scenario in ``xds_lab/bench/scenarios/``, every policy, through a
+real Envoy; plus the context-length surface and push latency, joined into one report.
+
+    python -m xds_lab.bench.lb_quality [--quick] [--scenarios mixed,homogeneous] [--out docs/bench]
+
+Writes ``<scenario>.json|.md|*.png``, ``context_surface.*`` and ``summary.md`` (machine, aims,
+every table) under ``--out``. One scenario alone: ``xds-control bench run --scenario FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from xds_control.log import configure_logging
+from xds_lab.bench import run_scenario_file
+from xds_lab.bench.aims import aim_lines
+from xds_lab.bench.push_latency import measure_push_latency, results_table
+from xds_lab.bench.surface import run_surface, write_heatmaps
+from xds_lab.bench.tables import machine_info, markdown_table
+from xds_lab.harness.envoy import find_envoy
+
+__all__ = ["SCENARIOS", "main"]
+
+SCENARIOS_DIR = Path(__file__).parent / "scenarios"
+SCENARIOS = ("mixed", "prefix-heavy", "homogeneous", "degraded", "cold-start")
+"""Run order; the aims read mixed, prefix-heavy and homogeneous."""
+
+
+def _surface(out: Path, *, quick: bool) -> str:
+    cells = asyncio.run(
+        run_surface(
+            concurrency=(1, 4, 16, 32) if quick else (1, 2, 4, 8, 16, 32),
+            seconds=2.0 if quick else 4.0,
+        )
+    )
+    (out / "context_surface.json").write_text(json.dumps(cells, indent=1))
+    write_heatmaps(cells, path=out / "context_surface.png", title="vllm-h100 alone, 128 output")
+    rows = [
+        [
+            c["prompt_tokens"],
+            c["concurrency"],
+            c["ok"],
+            f"{c['ttft_p50_s'] * 1000:.0f}",
+            f"{c['ttft_p99_s'] * 1000:.0f}",
+            f"{c['output_tokens_per_s']:.0f}",
+        ]
+        for c in cells
+    ]
+    header = ["prompt", "clients", "requests", "TTFT p50 ms", "TTFT p99 ms", "out tok/s"]
+    return markdown_table(header=header, rows=rows)
+
+
+def _push(*, quick: bool) -> str:
+    async def cells() -> list[Any]:
+        out = []
+        with tempfile.TemporaryDirectory(prefix="bench-push-") as tmp:
+            for envoys in (1, 10):
+                out.append(
+                    await measure_push_latency(
+                        envoys=envoys,
+                        endpoints=100,
+                        changes=30 if quick else 100,
+                        workdir=Path(tmp) / str(envoys),
+                    )
+                )
+        return out
+
+    return results_table(asyncio.run(cells()))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the scenarios, the surface and push latency; write every file and ``summary.md``."""
+    parser = argparse.ArgumentParser(prog="python -m xds_lab.bench.lb_quality", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="half durations, fewer points")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="names or paths")
+    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+    parser.add_argument("--no-surface", action="store_true")
+    parser.add_argument("--no-push", action="store_true")
+    args = parser.parse_args(argv)
+    configure_logging(level="info")  # progress: capacity steps and points
+    machine = machine_info(envoy_bin=find_envoy())
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    results: dict[str, Any] = {}
+    sections: list[str] = []
+    for item in (s for s in args.scenarios.split(",") if s):
+        path = Path(item) if item.endswith(".yaml") else SCENARIOS_DIR / f"{item}.yaml"
+        print(f"  scenario {path.name} ...", flush=True)
+        result = run_scenario_file(path, out_dir=args.out, quick=args.quick)
+        results[result["scenario"]["name"]] = result
+        sections.append((args.out / f"{result['scenario']['name']}.md").read_text())
+    if not args.no_surface:
+        print("  context-length surface ...", flush=True)
+        sections.append("## Context-length surface\n\n" + _surface(args.out, quick=args.quick))
+    if not args.no_push:
+        print("  push latency ...", flush=True)
+        configure_logging(level="warning")  # a log line per snapshot would be timed too
+        sections.append(
+            "## Push latency (weight change -> ACK, 100 endpoints)\n\n" + _push(quick=args.quick)
+        )
+    summary = [
+        "# LB quality: measured",
+        "",
+        f"Wall time {time.monotonic() - started:.0f} s{' (--quick)' if args.quick else ''}.",
+        "",
+        *(f"- {key}: {value}" for key, value in machine.items()),
+        "",
+        "## Aims",
+        "",
+        *aim_lines(results),
+        "",
+        *sections,
+    ]
+    (args.out / "summary.md").write_text("\n".join(summary) + "\n")
+    print("\n".join(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""One measured point: a policy at one offered rate, from cold caches, with timed events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import structlog
+
+from xds_lab.bench.metrics import point_metrics, prefix_hit_ratio
+from xds_lab.bench.scenario import Scenario
+from xds_lab.bench.stack import BenchStack
+from xds_lab.loadgen import LoadSpec, Slo, build_requests, run_load
+
+__all__ = ["load_spec", "run_point"]
+
+_log = structlog.get_logger(__name__)
+_SAMPLE_S = 1.0
+"""Weights are read from Envoy once a second: the engine's reconcile period."""
+
+
+def load_spec(scenario: Scenario, *, rate_rps: float, seconds: float, seed: int) -> LoadSpec:
+    """The scenario's workload at ``rate_rps`` (wall clock) for ``seconds``."""
+    return LoadSpec.model_validate(
+        {
+            **scenario.workload,
+            "rate": rate_rps,
+            "requests": max(1, round(rate_rps * seconds)),
+            "seed": seed,
+        }
+    )
+
+
+async def _sample_weights(stack: BenchStack, start: float, out: list[dict[str, Any]]) -> None:
+    while True:
+        try:
+            weights = await stack.envoy_weights()
+            out.append({"t": round((time.monotonic() - start), 2), "weights": weights})
+        except Exception as exc:  # a missed sample is a gap in a plot, not a failed point
+            _log.debug("weight sample failed", error=str(exc))
+        await asyncio.sleep(_SAMPLE_S)
+
+
+async def _events(stack: BenchStack, scenario: Scenario) -> list[dict[str, Any]]:
+    done: list[dict[str, Any]] = []
+    added: set[str] = set()
+    start = time.monotonic()
+    for event in sorted(scenario.events, key=lambda e: e.at_s):
+        await asyncio.sleep(max(0.0, start + event.at_s * scenario.time_scale - time.monotonic()))
+        if event.slowdown is not None:
+            await stack.fleet.slow_down(event.server, event.slowdown)
+        if event.add:
+            added.add(event.server)
+            await stack.add_servers(frozenset(added))
+        done.append({"at_s": event.at_s, "server": event.server, **event.model_dump()})
+        _log.info("event", server=event.server, slowdown=event.slowdown, add=event.add)
+    return done
+
+
+async def run_point(
+    stack: BenchStack, *, scenario: Scenario, rate_rps: float, seed: int
+) -> dict[str, Any]:
+    """Reset the fleet, offer ``rate_rps`` for the scenario's duration, measure everything."""
+    ts = scenario.time_scale
+    await stack.fleet.reset()
+    plan = build_requests(
+        load_spec(scenario, rate_rps=rate_rps, seconds=scenario.duration_s * ts, seed=seed)
+    )
+    counters_before = await stack.fleet.counters()
+    eds_before = await stack.eds_responses()
+    timeline: list[dict[str, Any]] = []
+    start = time.monotonic()
+    sampler = asyncio.create_task(_sample_weights(stack, start, timeline), name="bench-weights")
+    events = asyncio.create_task(_events(stack, scenario), name="bench-events")
+    try:
+        run = await run_load(stack.url, plan, timeout_s=scenario.request_timeout_s * ts)
+        applied = await events
+    finally:
+        for task in (sampler, events):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    counters_after = await stack.fleet.counters()
+    eds_after = await stack.eds_responses()
+    # Rates over the nominal window (requests / rate), not the last arrival: a Poisson run's
+    # last arrival falls early or late by chance, which would move req/s above the offered rate.
+    span = len(plan) / rate_rps if plan else 0.0
+    slo = Slo(ttft_s=scenario.slo.ttft_s, tpot_s=scenario.slo.tpot_s)
+    metrics = point_metrics(run.results, duration_s=max(span, 1e-9), slo=slo, time_scale=ts)
+    metrics.update(
+        {
+            "offered_rps": rate_rps * ts,
+            "prefix_hit_ratio": prefix_hit_ratio(counters_before, counters_after),
+            "eds_pushes": eds_after - eds_before,
+            "wall_s": round(run.duration_s, 2),
+            "loadgen_max_lag_s": round(run.max_lag_s, 4),
+            "events": applied,
+            "weights": timeline,
+        }
+    )
+    return metrics

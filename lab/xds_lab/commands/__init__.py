@@ -1,0 +1,1 @@
+"""The lab's ``xds-control`` subcommands (``sim``, ``demo``, ``bench``), one module each."""

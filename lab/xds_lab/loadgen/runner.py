@@ -1,0 +1,75 @@
+"""Open-loop sending: every request leaves at its scheduled time, whatever came back before."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aiohttp
+import structlog
+
+from xds_lab.loadgen.client import Result, send
+from xds_lab.loadgen.workloads import RequestSpec
+
+__all__ = ["LoadRun", "run_load"]
+
+_log = structlog.get_logger(__name__)
+
+
+@dataclass(slots=True)
+class LoadRun:
+    """Results in request order plus the wall-clock span of the run."""
+
+    results: list[Result]
+    duration_s: float
+    max_lag_s: float
+
+
+async def run_load(
+    base_url: str,
+    requests: Sequence[RequestSpec],
+    *,
+    server_header: str = "x-sim-server",
+    timeout_s: float = 120.0,
+    session: aiohttp.ClientSession | None = None,
+) -> LoadRun:
+    """Send ``requests`` to ``base_url`` on their schedule and wait for every answer.
+
+    ``max_lag_s`` reports how late the generator itself launched its latest request: a large
+    value means the client, not the server, limited the offered rate.
+    """
+    own = session is None
+    if session is None:
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+    log = _log.bind(target=base_url, requests=len(requests))
+    tasks: list[asyncio.Task[Result]] = []
+    start = time.monotonic()
+    max_lag = 0.0
+    try:
+        for spec in requests:
+            delay = start + spec.at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                max_lag = max(max_lag, -delay)
+            coro = send(
+                session,
+                base_url,
+                spec,
+                scheduled=spec.at,
+                server_header=server_header,
+                timeout_s=timeout_s,
+            )
+            # ``send`` turns every request failure into a Result, so gather cannot lose one.
+            tasks.append(asyncio.create_task(coro, name=f"loadgen-request-{spec.index}"))
+        results = await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        if own:
+            await session.close()
+    duration = time.monotonic() - start
+    log.info("load run finished", duration_s=round(duration, 3), max_lag_s=round(max_lag, 4))
+    return LoadRun(results=list(results), duration_s=duration, max_lag_s=max_lag)
