@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from xds_control.admin.views import endpoints_view, snapshot_view, status_view, weights_view
 from xds_control.cache import DEFAULT_GROUP, SnapshotCache
 from xds_control.config import parse_host_port
-from xds_control.control import LoopState, Weigher
+from xds_control.control import EngineView, LoopState
 from xds_control.server import StreamRegistry
 
 __all__ = ["AdminServer"]
@@ -24,10 +26,10 @@ class AdminServer:
         state: LoopState,
         cache: SnapshotCache,
         registry: StreamRegistry,
-        weigher: Weigher | None = None,
+        engine: Callable[[], EngineView] | None = None,
     ) -> None:
         self._address = parse_host_port(address)
-        self._weigher = weigher
+        self._engine = engine
         self._state = state
         self._cache = cache
         self._registry = registry
@@ -92,4 +94,6 @@ class AdminServer:
     async def _weights(self, request: web.Request) -> web.Response:
         explain = request.query.get("explain", "") in {"1", "true", "yes"}
         snapshot = self._cache.snapshot(DEFAULT_GROUP)
-        return web.json_response(weights_view(self._weigher, snapshot, explain=explain))
+        return web.json_response(
+            weights_view(self._engine() if self._engine else None, snapshot, explain=explain)
+        )

@@ -7,7 +7,7 @@ from typing import Any
 from envoy.config.endpoint.v3 import endpoint_pb2
 from google.protobuf.json_format import MessageToDict
 
-from xds_control.control import LoopState, Weigher
+from xds_control.control import EngineView, LoopState
 from xds_control.xds import Snapshot
 from xds_control.xds import type_urls as urls
 
@@ -71,17 +71,17 @@ def endpoints_view(snapshot: Snapshot | None) -> dict[str, list[dict[str, Any]]]
 
 
 def weights_view(
-    weigher: Weigher | None, snapshot: Snapshot | None, *, explain: bool
+    engine: EngineView | None, snapshot: Snapshot | None, *, explain: bool
 ) -> dict[str, Any]:
     """Per pool, each endpoint's weight and why; with ``explain``, every factor and input."""
-    if weigher is None or not weigher.enabled:
+    if engine is None or not engine.enabled:
         static = {
             pool: [{**row, "reason": "static: no signal source configured"} for row in rows]
             for pool, rows in endpoints_view(snapshot).items()
         }
         return {"engine": False, "pools": static}
     pools: dict[str, list[dict[str, Any]]] = {}
-    for pool, decisions in weigher.decisions_by_pool.items():
+    for pool, decisions in engine.pools.items():
         if explain:
             pools[pool] = [d.to_json() for d in decisions]
         else:
@@ -96,7 +96,7 @@ def weights_view(
             ]
     return {
         "engine": True,
-        "cycle": weigher.cycle,
-        "source_error": weigher.source_error,
+        "cycle": engine.cycle,
+        "source_error": engine.source_error,
         "pools": pools,
     }

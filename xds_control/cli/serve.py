@@ -42,7 +42,7 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
     await loop.step()  # the first snapshot exists before any Envoy can connect
     xds = XdsServer(cache=cache, registry=registry, address=xds_address)
     admin = AdminServer(
-        address=admin_address, state=loop.state, cache=cache, registry=registry, weigher=weigher
+        address=admin_address, state=loop.state, cache=cache, registry=registry, engine=weigher.view
     )
     await xds.start()
     await xds.mark_serving()

@@ -2,11 +2,12 @@
 
 from xds_control.control.loop import ControlLoop, LoopState, endpoint_source
 from xds_control.control.reconcile import EndpointWeight, reconcile_once
-from xds_control.control.weigher import Weigher, targets_of
+from xds_control.control.weigher import EngineView, Weigher, targets_of
 
 __all__ = [
     "ControlLoop",
     "EndpointWeight",
+    "EngineView",
     "LoopState",
     "Weigher",
     "endpoint_source",

@@ -32,7 +32,6 @@ from xds_control.discovery import (
 )
 from xds_control.errors import ConfigError, DiscoveryError, SnapshotError
 from xds_control.tasks import guarded_task
-from xds_control.xds import Health
 
 __all__ = ["ControlLoop", "LoopState", "endpoint_source"]
 
@@ -123,7 +122,7 @@ class ControlLoop:
         weights: dict[str, EndpointWeight] = {}
         if self.weigher is not None and self.weigher.enabled:
             decisions = await self.weigher.weigh(config=state.config, endpoints=state.endpoints)
-            weights = {a: (d.weight, Health(d.health.value)) for a, d in decisions.items()}
+            weights = {a: EndpointWeight(d.weight, d.health) for a, d in decisions.items()}
         inputs = (state.config, dict(state.endpoints), weights)
         if inputs == self._last_inputs:
             return  # same config, endpoints and weights: the same snapshot, not worth building

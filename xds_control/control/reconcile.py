@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from xds_control.config import Config
-from xds_control.discovery import Endpoint
+from xds_control.discovery import Endpoint, Health
 from xds_control.xds import (
-    Health,
     Snapshot,
     WeightedEndpoint,
     build_cluster,
@@ -19,8 +19,14 @@ from xds_control.xds import (
 
 __all__ = ["EndpointWeight", "reconcile_once"]
 
-EndpointWeight = tuple[int, Health]
-"""What the weight engine decided for one address: (weight 1..100, health)."""
+
+@dataclass(frozen=True, slots=True)
+class EndpointWeight:
+    """What the weight engine decided for one address, as EDS will publish it."""
+
+    weight: int
+    """1..100 (never 0: Envoy rejects it; an endpoint to avoid is marked, not zeroed)."""
+    health: Health = Health.HEALTHY
 
 
 def reconcile_once(
@@ -35,10 +41,13 @@ def reconcile_once(
     for pool in config.pools:
         weighted = []
         for endpoint in endpoints.get(pool.name, ()):
-            weight, health = weights.get(endpoint.address, (endpoint.weight, Health.HEALTHY))
+            decided = weights.get(endpoint.address)
             weighted.append(
                 WeightedEndpoint(
-                    host=endpoint.host, port=endpoint.port, weight=weight, health=health
+                    host=endpoint.host,
+                    port=endpoint.port,
+                    weight=endpoint.weight if decided is None else decided.weight,
+                    health=Health.HEALTHY if decided is None else decided.health,
                 )
             )
         assignments.append(build_load_assignment(cluster=pool.name, endpoints=weighted))

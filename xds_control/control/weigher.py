@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import aiohttp
 import structlog
@@ -28,7 +30,7 @@ from xds_control.signals import (
     targets_for_pool,
 )
 
-__all__ = ["Weigher", "targets_of"]
+__all__ = ["EngineView", "Weigher", "targets_of"]
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +41,20 @@ def targets_of(config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]) ->
     for pool in config.pools:
         out += targets_for_pool(pool, (e.address for e in endpoints.get(pool.name, ())))
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineView:
+    """The engine's last cycle as readers (the admin API) see it: a read-only value."""
+
+    enabled: bool
+    """Whether any signal source is configured (else static weights are served)."""
+    cycle: int
+    """Engine cycles run so far (explanations name the cycle they were decided in)."""
+    source_error: str | None
+    """The Prometheus source's last error, ``None`` when its last fetch worked."""
+    pools: Mapping[str, tuple[WeightDecision, ...]]
+    """Each pool's decisions, in the pool's endpoint order."""
 
 
 class Weigher:
@@ -55,11 +71,10 @@ class Weigher:
         self.scrape = scrape
         self._clock = clock
         self._prometheus_samples: Mapping[str, Sample] = {}
-        self.decisions: dict[str, WeightDecision] = {}
-        self.decisions_by_pool: dict[str, tuple[WeightDecision, ...]] = {}
-        self.source_error: str | None = None
-        self.cycle = 0
-        """Engine cycles run so far (explanations name the cycle they were decided in)."""
+        self._decisions: dict[str, WeightDecision] = {}
+        self._by_pool: Mapping[str, tuple[WeightDecision, ...]] = MappingProxyType({})
+        self._source_error: str | None = None
+        self._cycle = 0
 
     @classmethod
     def from_config(cls, *, client: aiohttp.ClientSession, signals: SignalsConfig) -> Weigher:
@@ -86,6 +101,15 @@ class Weigher:
         """Whether any signal source is configured (else static weights are served)."""
         return self._prometheus is not None or self.scrape is not None
 
+    def view(self) -> EngineView:
+        """The last cycle's decisions, read-only."""
+        return EngineView(
+            enabled=self.enabled,
+            cycle=self._cycle,
+            source_error=self._source_error,
+            pools=self._by_pool,
+        )
+
     async def weigh(
         self, *, config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]
     ) -> dict[str, WeightDecision]:
@@ -95,11 +119,11 @@ class Weigher:
                 self._prometheus_samples = await self._prometheus.fetch(
                     targets_of(config, endpoints)
                 )
-                self.source_error = None
+                self._source_error = None
             except SignalError as exc:
-                if self.source_error != str(exc):
+                if self._source_error != str(exc):
                     log.warning("prometheus failed; keeping the last good samples", error=str(exc))
-                self.source_error = str(exc)
+                self._source_error = str(exc)
         scraped = self.scrape.latest() if self.scrape is not None else {}
         samples = merge_samples(self._prometheus_samples, scraped)
         now = self._clock()
@@ -108,16 +132,16 @@ class Weigher:
         for pool in config.pools:
             pool_endpoints = endpoints.get(pool.name, ())
             previous = {
-                e.address: self.decisions[e.address]
+                e.address: self._decisions[e.address]
                 for e in pool_endpoints
-                if e.address in self.decisions
+                if e.address in self._decisions
             }
             decided = compute_weights(
                 pool=pool, endpoints=pool_endpoints, samples=samples, previous=previous, now=now
             )
             decisions.update(decided)
             by_pool[pool.name] = tuple(decided[e.address] for e in pool_endpoints)
-        self.decisions = decisions
-        self.decisions_by_pool = by_pool
-        self.cycle += 1
+        self._decisions = decisions
+        self._by_pool = MappingProxyType(by_pool)
+        self._cycle += 1
         return decisions

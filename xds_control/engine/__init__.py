@@ -1,12 +1,11 @@
 """Engine: pure functions from signals to endpoint weights (1..100) with their explanation."""
 
 from xds_control.engine.compute import WEIGHT_SIGNALS, changed_meaningfully, compute_weights
-from xds_control.engine.decision import Factors, Health, WeightDecision
+from xds_control.engine.decision import Factors, WeightDecision
 
 __all__ = [
     "WEIGHT_SIGNALS",
     "Factors",
-    "Health",
     "WeightDecision",
     "changed_meaningfully",
     "compute_weights",

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from xds_control.config import Pool
-from xds_control.discovery import Endpoint
-from xds_control.engine.decision import Factors, Health, WeightDecision
+from xds_control.discovery import Endpoint, Health
+from xds_control.engine.decision import Factors, WeightDecision
 from xds_control.engine.factors import MIN_STEP_S, capacity_factor
 from xds_control.engine.health import assess_health
 from xds_control.engine.stability import publish, quantise

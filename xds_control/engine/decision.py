@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, NamedTuple
 
+from xds_control.discovery import Health
 from xds_control.signals import Sample
 
-__all__ = ["Factors", "Health", "WeightDecision"]
-
-
-class Health(StrEnum):
-    """The EDS health status an endpoint is published with (Envoy's names)."""
-
-    HEALTHY = "HEALTHY"
-    DRAINING = "DRAINING"
-    UNHEALTHY = "UNHEALTHY"
+__all__ = ["Factors", "WeightDecision"]
 
 
 # NamedTuples, not frozen dataclasses: equally immutable, and four times faster to build,

@@ -7,7 +7,7 @@ requests (its panic threshold still protects a pool that would be left with too 
 from __future__ import annotations
 
 from xds_control.config import HealthPolicy
-from xds_control.engine.decision import Health
+from xds_control.discovery import Health
 
 __all__ = ["assess_health"]
 

@@ -24,8 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from xds_control.config import WeightPolicy
-from xds_control.discovery import Endpoint
-from xds_control.engine.decision import Factors, Health, WeightDecision
+from xds_control.discovery import Endpoint, Health
+from xds_control.engine.decision import Factors, WeightDecision
 from xds_control.engine.factors import MIN_STEP_S
 from xds_control.engine.stability import publish
 from xds_control.signals import Sample, Signal

@@ -2,13 +2,12 @@
 
 from xds_control.xds.bootstrap import build_bootstrap
 from xds_control.xds.cluster import build_cluster
-from xds_control.xds.endpoints import Health, WeightedEndpoint, build_load_assignment
+from xds_control.xds.endpoints import WeightedEndpoint, build_load_assignment
 from xds_control.xds.listeners import build_listener
 from xds_control.xds.routes import build_route_configuration
 from xds_control.xds.snapshot import PreparedResource, ResourceSet, Snapshot, build_snapshot
 
 __all__ = [
-    "Health",
     "PreparedResource",
     "ResourceSet",
     "Snapshot",

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from envoy.config.core.v3 import address_pb2, health_check_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 
+from xds_control.discovery import Health
 from xds_control.xds.durations import u32
 
-__all__ = ["Health", "WeightedEndpoint", "build_load_assignment"]
-
-
-class Health(StrEnum):
-    """What EDS tells Envoy about an endpoint (never weight 0: Envoy rejects it)."""
-
-    HEALTHY = "HEALTHY"
-    DRAINING = "DRAINING"
-    UNHEALTHY = "UNHEALTHY"
-
+__all__ = ["WeightedEndpoint", "build_load_assignment"]
 
 _HEALTH = {
     Health.HEALTHY: health_check_pb2.HealthStatus.HEALTHY,

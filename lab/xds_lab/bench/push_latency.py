@@ -31,7 +31,6 @@ from xds_control.discovery import Endpoint, to_endpoints
 from xds_control.errors import HarnessError
 from xds_control.log import configure_logging
 from xds_control.server import AdsStream, StreamRegistry, TypeState, XdsServer
-from xds_control.xds import Health
 from xds_control.xds import type_urls as urls
 from xds_lab.bench.tables import machine_info, markdown_table, percentile, write_cdf
 from xds_lab.harness.envoy import EnvoyProcess, find_envoy
@@ -173,9 +172,10 @@ async def _change_weights(
     run = _Run()
     for index in range(changes):
         endpoint = pool[rng.randrange(len(pool))]
-        current = run.weights.get(endpoint.address, (endpoint.weight, Health.HEALTHY))[0]
+        decided = run.weights.get(endpoint.address)
+        current = endpoint.weight if decided is None else decided.weight
         new = rng.choice([w for w in range(1, 101) if w != current])
-        run.weights[endpoint.address] = (new, Health.HEALTHY)
+        run.weights[endpoint.address] = EndpointWeight(new)
         run.changed.append(endpoint.address)
         started = time.perf_counter()
         snapshot = reconcile_once(config=config, endpoints=endpoints, weights=run.weights)
@@ -234,7 +234,7 @@ async def measure_push_latency(
         ack_s=tuple(run.ack_s),
         first_ack_s=tuple(run.first_ack_s),
         build_s=tuple(run.build_s),
-        final_weights={address: run.weights[address][0] for address in checked},
+        final_weights={address: run.weights[address].weight for address in checked},
         envoy_weights=seen,
     )
 

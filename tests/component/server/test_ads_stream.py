@@ -7,10 +7,10 @@ from envoy.service.discovery.v3 import discovery_pb2
 from google.rpc import status_pb2
 
 from xds_control.config import parse_config
-from xds_control.control import reconcile_once
+from xds_control.control import EndpointWeight, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import AdsStream
-from xds_control.xds import Health, Snapshot
+from xds_control.xds import Snapshot
 from xds_control.xds import type_urls as urls
 
 CONFIG = parse_config(
@@ -29,7 +29,7 @@ ENDPOINTS = {pool.name: to_endpoints(pool.endpoints) for pool in CONFIG.pools}
 
 def snapshot(**weights: int) -> Snapshot:
     by_address = {
-        f"127.0.0.1:{8001 if k == 'a' else 8002}": (w, Health.HEALTHY) for k, w in weights.items()
+        f"127.0.0.1:{8001 if k == 'a' else 8002}": EndpointWeight(w) for k, w in weights.items()
     }
     return reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights=by_address)
 

@@ -12,10 +12,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
-from xds_control.control import reconcile_once
+from xds_control.control import EndpointWeight, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import ADS_SERVICE, StreamRegistry, XdsServer
-from xds_control.xds import Health
 from xds_control.xds import type_urls as urls
 
 CONFIG = parse_config(
@@ -69,7 +68,7 @@ async def test_stream_receives_pushes_and_health_serves() -> None:
                     response_nonce=first.nonce,
                 )
             )
-            weights = {"127.0.0.1:8001": (42, Health.HEALTHY)}
+            weights = {"127.0.0.1:8001": EndpointWeight(42)}
             cache.set_snapshot(
                 DEFAULT_GROUP,
                 reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights=weights),

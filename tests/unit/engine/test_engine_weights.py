@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xds_control.config import Engine, Pool, WeightPolicy
-from xds_control.discovery import Endpoint
-from xds_control.engine import Health, WeightDecision, changed_meaningfully, compute_weights
+from xds_control.discovery import Endpoint, Health
+from xds_control.engine import WeightDecision, changed_meaningfully, compute_weights
 from xds_control.engine.factors import (
     capacity_factor,
     gpu_memory_factor,

@@ -8,11 +8,10 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 
 from xds_control.config import Config, parse_config
-from xds_control.control import reconcile_once
-from xds_control.discovery import Endpoint, to_endpoints
+from xds_control.control import EndpointWeight, reconcile_once
+from xds_control.discovery import Endpoint, Health, to_endpoints
 from xds_control.errors import SnapshotError
 from xds_control.xds import (
-    Health,
     build_cluster,
     build_listener,
     build_load_assignment,
@@ -102,7 +101,7 @@ def test_load_assignment_weights_in_address_order(config: Config) -> None:
 
 
 def test_engine_weights_and_health_override_static(config: Config) -> None:
-    weights = {"10.0.0.1:8000": (77, Health.DRAINING)}
+    weights = {"10.0.0.1:8000": EndpointWeight(77, Health.DRAINING)}
     snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights=weights)
     cla = snapshot.resource_set(urls.ENDPOINT).resources["chat"].message
     first = cla.endpoints[0].lb_endpoints[0]
@@ -139,7 +138,7 @@ def test_versions_are_content_hashes(config: Config) -> None:
     two = reconcile_once(config=config, endpoints=endpoints, weights={})
     assert one.version == two.version
     changed = reconcile_once(
-        config=config, endpoints=endpoints, weights={"10.0.0.1:8000": (11, Health.HEALTHY)}
+        config=config, endpoints=endpoints, weights={"10.0.0.1:8000": EndpointWeight(11)}
     )
     assert changed.version != one.version
     # Only the endpoint type changed.
