@@ -123,6 +123,6 @@ class SignalsConfig(_Model):
         default=1.0,
         ge=0.05,
         le=60,
-        description="Seconds between weight computations; DESIGN.md's model found 1 s as good "
-        "as 0.2 s below 80% load, and 5 s hurts near saturation.",
+        description="Seconds between weight computations; the fleet model (docs/weights.md) "
+        "found 1 s as good as 0.2 s below 80% load, and 5 s hurts near saturation.",
     )

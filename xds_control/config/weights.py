@@ -1,8 +1,8 @@
 """Settings of the weight engine, per pool: how signals become endpoint weights.
 
 ``WeightPolicy`` says how a pool turns signals into endpoint weights (``signals.py`` says where
-signals come from). Defaults follow the modelling in ``DESIGN.md``: capacity, KV usage and
-queue depth carry the weight; every other factor is gentle so it cannot fight them. See
+signals come from). Defaults follow the fleet model in ``docs/weights.md``: capacity, KV usage
+and queue depth carry the weight; every other factor is gentle so it cannot fight them. See
 ``docs/weights.md`` for each formula.
 """
 
@@ -85,7 +85,8 @@ class WeightPolicy(_Model):
         ge=0,
         le=4,
         description="Weight ~ relative capacity ** exponent. 1 makes shares proportional to "
-        "capacity, the setting that cut P99 TTFT 11-13x in DESIGN.md's model; 0 ignores it.",
+        "capacity, the setting that cut P99 TTFT 11-13x in the fleet model (docs/weights.md); "
+        "0 ignores it.",
     )
     capacity_alpha: float = Field(
         default=0.05,
