@@ -127,9 +127,24 @@ def test_routes_match_model_headers_and_hash_chain(config: Config) -> None:
 
 
 def test_listener_uses_rds_over_ads(config: Config) -> None:
+    from envoy.extensions.filters.network.http_connection_manager.v3 import (
+        http_connection_manager_pb2 as hcm,
+    )
+
     listener = build_listener(config.listeners[0])
     assert listener.address.socket_address.port_value == 10000
-    assert listener.filter_chains[0].filters[0].name.endswith("http_connection_manager")
+    (network_filter,) = listener.filter_chains[0].filters
+    assert network_filter.name == "envoy.filters.network.http_connection_manager"
+    manager = hcm.HttpConnectionManager()
+    assert network_filter.typed_config.Unpack(manager)
+    # Routes come by RDS over the same ADS stream, never inline or from another server.
+    assert manager.WhichOneof("route_specifier") == "rds"
+    assert manager.rds.config_source.WhichOneof("config_source_specifier") == "ads"
+    # ... and name a route configuration the snapshot actually serves.
+    snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights={})
+    served = snapshot.resource_set(urls.ROUTE).resources
+    assert list(served) == [manager.rds.route_config_name]
+    assert served[manager.rds.route_config_name].message.name == manager.rds.route_config_name
 
 
 def test_versions_are_content_hashes(config: Config) -> None:
