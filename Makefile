@@ -42,7 +42,7 @@ test: setup lint
 	$(BIN)/pytest -q
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -q tests/unit tests/component
+	$(BIN)/pytest -q -m "not e2e"
 
 demo: setup
 	$(BIN)/xds-control demo

@@ -10,7 +10,7 @@ import pytest
 from e2e.stack import Stack
 from xds_lab.harness.envoy import find_envoy
 
-pytestmark = pytest.mark.e2e
+# Every test here is marked `e2e` by tests/conftest.py (a pytestmark in a conftest marks nothing).
 
 
 @pytest.fixture(scope="session", autouse=True)
