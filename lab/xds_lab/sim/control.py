@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from aiohttp import web
 from pydantic import ValidationError
 
+from xds_control.tasks import guarded_task
 from xds_lab.sim.faults import FaultUpdate
 from xds_lab.sim.server import SimServer
-from xds_lab.sim.tasks import spawn
 
 __all__ = ["control_app"]
 
@@ -49,7 +49,7 @@ def control_app(servers: Mapping[str, SimServer]) -> web.Application:
         except (ValidationError, ValueError) as exc:
             raise web.HTTPBadRequest(text=str(exc)) from exc
         if update.restart is not None:
-            spawn(server.update_faults(update), name=f"sim-restart-{server.name}")
+            guarded_task(server.update_faults(update), name=f"sim-restart-{server.name}")
         else:
             await server.update_faults(update)
         return web.json_response(_describe(server))

@@ -18,6 +18,7 @@ import structlog
 from aiohttp import web
 from pydantic import ValidationError
 
+from xds_control.tasks import guarded_task
 from xds_lab.sim.faults import FaultState, FaultUpdate
 from xds_lab.sim.metrics import GaugeView, render_metrics
 from xds_lab.sim.openai_api import (
@@ -36,7 +37,6 @@ from xds_lab.sim.scheduler import (
     ServerRestartedError,
 )
 from xds_lab.sim.stats import EngineStats
-from xds_lab.sim.tasks import spawn
 from xds_lab.sim.tokens import block_hashes
 
 __all__ = ["SERVER_HEADER", "SimServer"]
@@ -94,7 +94,7 @@ class SimServer:
         )
         await self._runner.setup()
         await self._listen()
-        self._engine = spawn(self.scheduler.run(), name=f"sim-engine-{self.name}")
+        self._engine = guarded_task(self.scheduler.run(), name=f"sim-engine-{self.name}")
         self._log.info("sim server started", url=self.url)
 
     async def stop(self) -> None:
@@ -207,7 +207,7 @@ class SimServer:
             )
         if update.restart is not None:
             # Answer first; the restart outlives this request.
-            spawn(self.update_faults(update), name=f"sim-restart-{self.name}")
+            guarded_task(self.update_faults(update), name=f"sim-restart-{self.name}")
         else:
             await self.update_faults(update, keep=request.protocol)
         return web.json_response({"server": self.name, "faults": self.faults.describe()})
