@@ -21,7 +21,8 @@ from typing import Any
 from xds_control.log import configure_logging
 from xds_lab.bench import run_scenario_file
 from xds_lab.bench.aims import aim_lines
-from xds_lab.bench.push_latency import measure_push_latency, results_table
+from xds_lab.bench.push_cell import measure_push_latency
+from xds_lab.bench.push_latency import results_table
 from xds_lab.bench.surface import run_surface, write_heatmaps
 from xds_lab.bench.tables import machine_info, markdown_table
 from xds_lab.harness.envoy import find_envoy

@@ -1,25 +1,14 @@
-"""What every benchmark prints: percentiles, a Markdown table, and the machine it ran on."""
+"""What every benchmark prints: a Markdown table, a latency CDF, and the machine it ran on."""
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["machine_info", "markdown_table", "percentile", "write_cdf"]
-
-
-def percentile(samples: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile: a value that was measured, never an interpolation (so p99 of
-    100 samples is the second largest)."""
-    if not samples:
-        return math.nan
-    ordered = sorted(samples)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[rank - 1]
+__all__ = ["machine_info", "markdown_table", "write_cdf"]
 
 
 def _numeric(cell: object) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from typing import Any
 
@@ -11,7 +10,7 @@ import aiohttp
 
 from xds_control.tasks import guarded_task
 from xds_lab.demo.window import Served
-from xds_lab.loadgen import LoadSpec, build_requests
+from xds_lab.loadgen import LoadSpec, build_requests, schedule
 from xds_lab.loadgen.client import Result, send
 
 __all__ = ["SteadyTraffic"]
@@ -83,11 +82,7 @@ class SteadyTraffic:
                     output_cap=240,
                     stream_fraction=1.0,
                 )
-                start = time.monotonic()
-                for request in build_requests(spec):
-                    delay = start + request.at - time.monotonic()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
+                async for request, _lag in schedule(build_requests(spec)):
                     task = asyncio.create_task(
                         send(session, self.url, request, scheduled=request.at, timeout_s=30.0),
                         name=f"demo-request-{seed}-{request.index}",

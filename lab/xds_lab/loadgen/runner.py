@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -13,7 +13,7 @@ import structlog
 from xds_lab.loadgen.client import Result, send
 from xds_lab.loadgen.workloads import RequestSpec
 
-__all__ = ["LoadRun", "run_load"]
+__all__ = ["LoadRun", "run_load", "schedule"]
 
 _log = structlog.get_logger(__name__)
 
@@ -25,6 +25,21 @@ class LoadRun:
     results: list[Result]
     duration_s: float
     max_lag_s: float
+
+
+async def schedule(requests: Iterable[RequestSpec]) -> AsyncIterator[tuple[RequestSpec, float]]:
+    """Yield each request at its time (``at`` seconds after iteration began) with its lag: how
+    late the caller, not the server, let it leave (0 when on time).
+
+    The caller launches each request without awaiting its answer, so the load stays open
+    loop: arrivals never wait for the server.
+    """
+    start = time.monotonic()
+    for spec in requests:
+        delay = start + spec.at - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield spec, max(0.0, -delay)
 
 
 async def run_load(
@@ -48,12 +63,8 @@ async def run_load(
     start = time.monotonic()
     max_lag = 0.0
     try:
-        for spec in requests:
-            delay = start + spec.at - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                max_lag = max(max_lag, -delay)
+        async for spec, lag in schedule(requests):
+            max_lag = max(max_lag, lag)
             coro = send(
                 session,
                 base_url,
