@@ -51,7 +51,7 @@ bench: setup
 	$(BIN)/python -m xds_lab.bench
 
 docs: $(STAMP)
-	$(BIN)/python -m xds_control.config.reference docs/configuration.md
+	$(BIN)/python -m xds_control.config.field_docs docs/configuration.md
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .mypy_cache .pytest_cache .ruff_cache

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from xds_control.config.references import check_references
+from xds_control.config.cross_checks import check_references
 from xds_control.config.root import Config
 from xds_control.errors import ConfigError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xds_control.config.reference import BEGIN, END, field_reference
+from xds_control.config.field_docs import BEGIN, END, field_reference
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
@@ -14,5 +14,5 @@ def test_configuration_doc_matches_the_model() -> None:
     start, end = text.index(BEGIN), text.index(END) + len(END)
     assert text[start:end] == field_reference(), (
         "docs/configuration.md is out of date: regenerate its field reference with "
-        "`python -m xds_control.config.reference`"
+        "`python -m xds_control.config.field_docs`"
     )
