@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.stack import Stack
+from e2e.stack import EchoStack, echo_stack
 from xds_lab.harness.envoy import find_envoy
 
 # Every test here is marked `e2e` by tests/conftest.py (a pytestmark in a conftest marks nothing).
@@ -20,9 +20,9 @@ def _envoy_installed() -> None:
 
 
 @pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
-    """A fresh stack; tests start it with the weights they need."""
-    stack = Stack(tmp_path)
+async def stack(tmp_path: Path) -> AsyncIterator[EchoStack]:
+    """A fresh stack of two echo backends; tests start it with the weights they need."""
+    stack = echo_stack(tmp_path)
     try:
         yield stack
     finally:

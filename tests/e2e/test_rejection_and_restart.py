@@ -4,31 +4,28 @@ from __future__ import annotations
 
 import asyncio
 
-from e2e.stack import Stack, eventually, stack_config
+from e2e.stack import EchoStack, eventually, traffic, weighted_config
 
 OVERSIZED = "(tenant|team|org)-[a-z0-9]{1,40}-(prod|staging|dev){1,3}"
 """Valid RE2 (so `validate` accepts it) whose compiled program (188) is over Envoy's default
 limit of 100, a runtime setting the control plane cannot know: Envoy rejects the route table."""
 
 
-async def rds_state(stack: Stack, node_id: str = "envoy-0") -> dict[str, object]:
+async def rds_state(stack: EchoStack, node_id: str = "envoy-0") -> dict[str, object]:
     streams = await stack.control_plane.get_json("/v1/streams")
     stream = next(s for s in streams if s["node_id"] == node_id)
     rds: dict[str, object] = next(t for t in stream["types"] if t["type"] == "RDS")
     return rds
 
 
-async def test_rejected_update_keeps_envoy_on_last_good_config(stack: Stack) -> None:
-    await stack.start(weights=[10, 10])
+async def test_rejected_update_keeps_envoy_on_last_good_config(stack: EchoStack) -> None:
+    await stack.start(weighted_config(stack, [10, 10]))
     before = await rds_state(stack)
     assert before["nacks"] == 0
 
     stack.write_config(
-        stack_config(
-            backends=stack.backends,
-            weights=[10, 10],
-            listener_port=stack.listener_port,
-            match={"headers": [{"name": "x-tenant", "regex": OVERSIZED}]},
+        weighted_config(
+            stack, [10, 10], match={"headers": [{"name": "x-tenant", "regex": OVERSIZED}]}
         )
     )
 
@@ -42,7 +39,7 @@ async def test_rejected_update_keeps_envoy_on_last_good_config(stack: Stack) -> 
     assert rds["acked_version"] == before["acked_version"]
 
     # Envoy still routes with the previous table: a request without x-tenant still matches.
-    counts = await stack.traffic(count=40)
+    counts = await traffic(stack, count=40)
     assert sum(v for k, v in counts.items() if k.startswith("127.0.0.1")) == 40, counts
 
     # No loop: the rejected version is not sent again.
@@ -53,7 +50,7 @@ async def test_rejected_update_keeps_envoy_on_last_good_config(stack: Stack) -> 
     assert rds["nacks"] == 1
 
     # A fixed config is accepted again.
-    stack.write_weights([10, 10])
+    stack.write_config(weighted_config(stack, [10, 10]))
 
     async def accepted() -> bool:
         state = await rds_state(stack)
@@ -62,14 +59,12 @@ async def test_rejected_update_keeps_envoy_on_last_good_config(stack: Stack) -> 
     await eventually(accepted, what="Envoy to ACK the fixed route table")
 
 
-async def test_invalid_edit_is_rejected_and_last_good_config_served(stack: Stack) -> None:
-    await stack.start(weights=[10, 30])
+async def test_invalid_edit_is_rejected_and_last_good_config_served(stack: EchoStack) -> None:
+    await stack.start(weighted_config(stack, [10, 30]))
     envoy = stack.envoys[0]
     version = (await stack.control_plane.get_json("/v1/status"))["version"]
 
-    stack.write_config(
-        stack_config(backends=stack.backends, weights=[0, 30], listener_port=stack.listener_port)
-    )
+    stack.write_config(weighted_config(stack, [0, 30]))
 
     async def rejected() -> bool:
         status = await stack.control_plane.get_json("/v1/status")
@@ -86,19 +81,19 @@ async def test_invalid_edit_is_rejected_and_last_good_config_served(stack: Stack
 
 
 async def test_envoy_survives_control_plane_crash_and_resyncs_without_churn(
-    stack: Stack,
+    stack: EchoStack,
 ) -> None:
-    await stack.start(weights=[10, 30])
+    await stack.start(weighted_config(stack, [10, 30]))
     envoy = stack.envoys[0]
     status = await stack.control_plane.get_json("/v1/status")
     stats_before = await envoy.stats()
 
     stack.control_plane.process.kill()
     await stack.control_plane.process.stop()
-    counts = await stack.traffic(count=200)
+    counts = await traffic(stack, count=200)
     assert sum(v for k, v in counts.items() if k.startswith("127.0.0.1")) == 200, counts
 
-    await stack.control_plane.restart()
+    await stack.restart_control_plane()
 
     async def reconnected() -> bool:
         streams = await stack.control_plane.get_json("/v1/streams")
@@ -112,5 +107,5 @@ async def test_envoy_survives_control_plane_crash_and_resyncs_without_churn(
     stats = await envoy.stats()
     for name in ("cluster_manager.cluster_modified", "listener_manager.listener_modified"):
         assert stats[name] == stats_before[name], name
-    counts = await stack.traffic(count=100)
+    counts = await traffic(stack, count=100)
     assert sum(v for k, v in counts.items() if k.startswith("127.0.0.1")) == 100, counts

@@ -7,16 +7,16 @@ import json
 import subprocess
 import sys
 
-from e2e.stack import Stack, eventually, stack_config
+from e2e.stack import EchoStack, eventually, traffic, weighted_config
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.traffic import shares
 
 
-async def test_envoy_syncs_proxies_and_shows_maglev_and_weights(stack: Stack) -> None:
-    await stack.start(weights=[10, 30])
+async def test_envoy_syncs_proxies_and_shows_maglev_and_weights(stack: EchoStack) -> None:
+    await stack.start(weighted_config(stack, [10, 30]))
     envoy = stack.envoys[0]
 
-    counts = await stack.traffic(count=50)
+    counts = await traffic(stack, count=50)
     assert sum(counts[stack.backends.address(i)] for i in range(2)) == 50, counts
 
     dump = await envoy.config_dump()
@@ -33,21 +33,21 @@ async def test_envoy_syncs_proxies_and_shows_maglev_and_weights(stack: Stack) ->
     assert hosts == {stack.backends.address(0): 10, stack.backends.address(1): 30}
 
 
-async def test_shares_follow_weights_and_change_without_restart(stack: Stack) -> None:
-    await stack.start(weights=[10, 30])
+async def test_shares_follow_weights_and_change_without_restart(stack: EchoStack) -> None:
+    await stack.start(weighted_config(stack, [10, 30]))
     low, high = stack.backends.address(0), stack.backends.address(1)
 
-    counts = await stack.traffic(count=2000)
+    counts = await traffic(stack, count=2000)
     share = shares(counts)
     assert abs(share[low] - 0.25) < 0.04, share
     assert abs(share[high] - 0.75) < 0.04, share
 
     # The same key lands on the same backend while the weights stay the same.
-    sticky = await stack.traffic(count=200, key=lambda i: f"prefix-{i % 20}")
-    again = await stack.traffic(count=200, key=lambda i: f"prefix-{i % 20}")
+    sticky = await traffic(stack, count=200, key=lambda i: f"prefix-{i % 20}")
+    again = await traffic(stack, count=200, key=lambda i: f"prefix-{i % 20}")
     assert sticky == again
 
-    stack.write_weights([30, 10])
+    stack.write_config(weighted_config(stack, [30, 10]))
     envoy = stack.envoys[0]
 
     async def reweighted() -> bool:
@@ -55,14 +55,14 @@ async def test_shares_follow_weights_and_change_without_restart(stack: Stack) ->
         return hosts == {low: 30, high: 10}
 
     await eventually(reweighted, what="Envoy to apply the new weights")
-    share = shares(await stack.traffic(count=2000))
+    share = shares(await traffic(stack, count=2000))
     assert abs(share[low] - 0.75) < 0.04, share
     assert abs(share[high] - 0.25) < 0.04, share
     assert stack.control_plane.process.running
 
 
-async def test_two_envoys_stay_in_sync(stack: Stack) -> None:
-    await stack.start(weights=[20, 20], envoys=2)
+async def test_two_envoys_stay_in_sync(stack: EchoStack) -> None:
+    await stack.start(weighted_config(stack, [20, 20]), envoys=2)
     first, second = stack.envoys
 
     async def both(expected: dict[str, int]) -> bool:
@@ -75,7 +75,7 @@ async def test_two_envoys_stay_in_sync(stack: Stack) -> None:
     a, b = stack.backends.address(0), stack.backends.address(1)
     await eventually(lambda: both({a: 20, b: 20}), what="both Envoys in sync")
     for weights in ([5, 50], [50, 5], [7, 7]):
-        stack.write_weights(weights)
+        stack.write_config(weighted_config(stack, weights))
         await eventually(lambda w=weights: both({a: w[0], b: w[1]}), what=f"weights {weights}")
 
     streams = await stack.control_plane.get_json("/v1/streams")
@@ -84,14 +84,12 @@ async def test_two_envoys_stay_in_sync(stack: Stack) -> None:
     assert versions["envoy-0"] == versions["envoy-1"]
 
 
-async def test_endpoints_file_edits_reach_envoy_and_bad_edits_do_not(stack: Stack) -> None:
-    await stack.start(weights=[10, 10])
+async def test_endpoints_file_edits_reach_envoy_and_bad_edits_do_not(stack: EchoStack) -> None:
+    await stack.start(weighted_config(stack, [10, 10]))
     a, b = stack.backends.address(0), stack.backends.address(1)
     endpoints = stack.workdir / "endpoints.yaml"
     endpoints.write_text(f"endpoints:\n  - {{address: '{a}', weight: 40}}\n")
-    config = stack_config(
-        backends=stack.backends, weights=[1, 1], listener_port=stack.listener_port
-    )
+    config = weighted_config(stack, [1, 1])
     del config["pools"][0]["endpoints"]
     config["pools"][0]["endpoints_file"] = "endpoints.yaml"
     stack.write_config(config)
@@ -118,8 +116,8 @@ async def test_endpoints_file_edits_reach_envoy_and_bad_edits_do_not(stack: Stac
     assert await hosts_are({a: 40, b: 20})
 
 
-async def test_xdsctl_shows_envoys_synced_and_the_served_weights(stack: Stack) -> None:
-    await stack.start(weights=[10, 30], envoys=2)
+async def test_xdsctl_shows_envoys_synced_and_the_served_weights(stack: EchoStack) -> None:
+    await stack.start(weighted_config(stack, [10, 30]), envoys=2)
     admin = stack.control_plane.admin_url
 
     def xdsctl(*args: str) -> str:

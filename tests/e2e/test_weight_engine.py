@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from e2e.engine_stack import EngineStack
+from e2e.engine_stack import SimStack, engine_config, flood, load, load_in_background, sim_stack
 from e2e.stack import eventually
 from xds_lab.sim.faults import FaultUpdate
 
@@ -19,11 +19,11 @@ FAST_PATH = {"scrape": {"enabled": True, "interval_s": 0.25}, "reconcile_period_
 
 
 @pytest.fixture
-async def engine_stack(tmp_path: Path) -> AsyncIterator[Callable[..., EngineStack]]:
-    stacks: list[EngineStack] = []
+async def engine_stack(tmp_path: Path) -> AsyncIterator[Callable[..., SimStack]]:
+    stacks: list[SimStack] = []
 
-    def make(**kwargs: Any) -> EngineStack:
-        stacks.append(EngineStack(tmp_path, **kwargs))
+    def make(**kwargs: Any) -> SimStack:
+        stacks.append(sim_stack(tmp_path, **kwargs))
         return stacks[-1]
 
     try:
@@ -34,13 +34,13 @@ async def engine_stack(tmp_path: Path) -> AsyncIterator[Callable[..., EngineStac
 
 
 async def test_scrape_path_reacts_to_a_queue_spike_and_traffic_moves_away(
-    engine_stack: Callable[..., EngineStack],
+    engine_stack: Callable[..., SimStack],
 ) -> None:
     stack = engine_stack(profiles=["vllm-h100", "vllm-h100"], overrides={"max_num_seqs": 4})
-    await stack.start(stack.config(signals=FAST_PATH, weights={"max_num_seqs": 4}))
+    await stack.start(engine_config(stack, signals=FAST_PATH, weights={"max_num_seqs": 4}))
     # Two identical servers end up with about equal weights (a noisy first capacity reading can
     # take the capacity EWMA a few tens of seconds to wash out).
-    stack.load_in_background(rate=6, seconds=45)
+    load_in_background(stack, rate=6, seconds=45)
 
     async def balanced() -> bool:
         weights = await stack.envoy_weights()
@@ -48,19 +48,21 @@ async def test_scrape_path_reacts_to_a_queue_spike_and_traffic_moves_away(
 
     await eventually(balanced, timeout=45, what="equal weights on identical servers")
     weights = await stack.envoy_weights()
-    before = await stack.load(rate=8, seconds=5)
+    before = await load(stack, rate=8, seconds=5)
     assert min(before["s0"], before["s1"]) > 0.25 * sum(before.values()), before
 
     # A queue spike on s0: slow it down and send it more than its batch slots. Cycles are
     # counted from the first engine cycle whose inputs show the spike (the flood itself takes a
     # moment to build up in this busy test process); the weight must fall within two cycles.
-    stack.fleet.servers["s0"].faults.apply(FaultUpdate(slowdown=10))
-    await stack.flood("s0", requests=30)
+    stack.backends.servers["s0"].faults.apply(FaultUpdate(slowdown=10))
+    await flood(stack, "s0", requests=30)
     seen_at = dropped_at = None
     deadline = time.monotonic() + 20
     while dropped_at is None and time.monotonic() < deadline:
         view = await stack.control_plane.get_json("/v1/weights?explain=1")
-        s0 = next(d for d in view["pools"]["chat"] if d["address"] == stack.address["s0"])
+        s0 = next(
+            d for d in view["pools"]["chat"] if d["address"] == stack.backends.addresses["s0"]
+        )
         if seen_at is None and s0["inputs"].get("waiting", {}).get("value", 0) >= 10:
             seen_at = view["cycle"]
         if seen_at is not None and s0["weight"] <= weights["s0"] - 20:
@@ -78,25 +80,27 @@ async def test_scrape_path_reacts_to_a_queue_spike_and_traffic_moves_away(
     decision = (await stack.decisions())["s0"]
     assert decision["factors"]["queue"] < 0.5, decision
     assert decision["inputs"]["waiting"]["value"] >= 10, decision
-    after = await stack.load(rate=8, seconds=5, seed=2)
+    after = await load(stack, rate=8, seconds=5, seed=2)
     assert after["s0"] < 0.3 * sum(after.values()), after
 
 
 async def test_prometheus_path_slow_server_loses_weight_recovers_and_outage_decays_to_base(
-    engine_stack: Callable[..., EngineStack],
+    engine_stack: Callable[..., SimStack],
 ) -> None:
     stack = engine_stack(profiles=["vllm-h100", "vllm-h100"])
     weights_policy = {"stale_after_s": 3, "hold_s": 10, "decay_s": 4, "settle_s": 3}
     signals = {"rate_window": "10s", "reconcile_period_s": 1.0}
-    await stack.start(stack.config(signals=signals, weights=weights_policy), prometheus=True)
-    stack.load_in_background(rate=6, seconds=150)
+    await stack.start(
+        engine_config(stack, signals=signals, weights=weights_policy), prometheus=True
+    )
+    load_in_background(stack, rate=6, seconds=150)
 
     async def fresh() -> bool:
         decisions = await stack.decisions()
         return all("decode_step_s" in d["inputs"] for d in decisions.values())
 
     await eventually(fresh, timeout=40, what="decode step times from Prometheus")
-    stack.fleet.servers["s0"].faults.apply(FaultUpdate(slowdown=4))
+    stack.backends.servers["s0"].faults.apply(FaultUpdate(slowdown=4))
 
     async def s0_lost_weight() -> bool:
         weights = await stack.envoy_weights()
@@ -105,7 +109,7 @@ async def test_prometheus_path_slow_server_loses_weight_recovers_and_outage_deca
     await eventually(s0_lost_weight, timeout=40, what="Envoy to show the slow server's weight fall")
     assert (await stack.decisions())["s0"]["factors"]["capacity"] < 0.6
 
-    stack.fleet.servers["s0"].faults.clear()
+    stack.backends.servers["s0"].faults.clear()
 
     async def s0_recovered() -> bool:
         weights = await stack.envoy_weights()
@@ -141,14 +145,14 @@ async def test_prometheus_path_slow_server_loses_weight_recovers_and_outage_deca
 
 
 async def test_new_server_ramps_up_instead_of_taking_its_full_share(
-    engine_stack: Callable[..., EngineStack],
+    engine_stack: Callable[..., SimStack],
 ) -> None:
     stack = engine_stack(profiles=["vllm-h100", "vllm-h100"])
     policy = {"warmup_s": 8, "warmup_start_fraction": 0.1}
-    await stack.start(stack.config(signals=FAST_PATH, weights=policy, servers=["s0"]))
-    stack.load_in_background(rate=4, seconds=60)
+    await stack.start(engine_config(stack, signals=FAST_PATH, weights=policy, servers=["s0"]))
+    load_in_background(stack, rate=4, seconds=60)
     await asyncio.sleep(2)
-    stack.write_config(stack.config(signals=FAST_PATH, weights=policy))
+    stack.write_config(engine_config(stack, signals=FAST_PATH, weights=policy))
 
     seen: list[tuple[int, int]] = []
     deadline = time.monotonic() + 30
@@ -174,13 +178,13 @@ def published(metrics: str) -> float:
 
 
 async def test_mixed_fleet_settles_near_capacity_ratio_without_flapping(
-    engine_stack: Callable[..., EngineStack],
+    engine_stack: Callable[..., SimStack],
 ) -> None:
     # Two fast GPUs, two slow ones: an L4's decode step is 3.5x an H100's (sim profiles).
     stack = engine_stack(profiles=["vllm-h100", "vllm-h100", "vllm-l4", "vllm-l4"])
     signals = {"scrape": {"enabled": True, "interval_s": 0.5}, "reconcile_period_s": 1.0}
-    await stack.start(stack.config(signals=signals, weights={}))
-    stack.load_in_background(rate=10, seconds=200)
+    await stack.start(engine_config(stack, signals=signals, weights={}))
+    load_in_background(stack, rate=10, seconds=200)
     await asyncio.sleep(40)  # settle
 
     before = published(await stack.control_plane.metrics())
@@ -212,33 +216,30 @@ async def test_mixed_fleet_settles_near_capacity_ratio_without_flapping(
 
 
 async def test_failing_server_is_marked_unhealthy_in_eds_not_weighted_zero(
-    engine_stack: Callable[..., EngineStack],
+    engine_stack: Callable[..., SimStack],
 ) -> None:
     stack = engine_stack(profiles=["vllm-h100", "vllm-h100"])
-    await stack.start(stack.config(signals=FAST_PATH, weights={}))
-    assert stack.envoy is not None
+    await stack.start(engine_config(stack, signals=FAST_PATH, weights={}))
 
-    await stack.fleet.servers["s1"].update_faults(FaultUpdate(refuse=True))
+    await stack.backends.servers["s1"].update_faults(FaultUpdate(refuse=True))
 
     async def unhealthy() -> bool:
-        hosts = {h.address: h for h in await stack.envoy.cluster_hosts("chat")}  # type: ignore[union-attr]
-        return hosts[stack.address["s1"]].health == "UNHEALTHY"
+        return (await stack.envoy_hosts())["s1"].health == "UNHEALTHY"
 
     await eventually(unhealthy, what="Envoy to see s1 as UNHEALTHY")
-    hosts = {h.address: h for h in await stack.envoy.cluster_hosts("chat")}
-    assert hosts[stack.address["s1"]].weight >= 1
-    assert hosts[stack.address["s0"]].health == "HEALTHY"
+    hosts = await stack.envoy_hosts()
+    assert hosts["s1"].weight >= 1
+    assert hosts["s0"].health == "HEALTHY"
     decision = (await stack.decisions())["s1"]
     assert decision["scrape_failures"] >= 3, decision
     # Envoy stops sending it traffic.
-    counts = await stack.load(rate=10, seconds=3)
+    counts = await load(stack, rate=10, seconds=3)
     assert counts["s1"] == 0, counts
     assert counts["s0"] > 0, counts
 
-    await stack.fleet.servers["s1"].clear_faults()
+    await stack.backends.servers["s1"].clear_faults()
 
     async def healthy_again() -> bool:
-        hosts = {h.address: h for h in await stack.envoy.cluster_hosts("chat")}  # type: ignore[union-attr]
-        return hosts[stack.address["s1"]].health == "HEALTHY"
+        return (await stack.envoy_hosts())["s1"].health == "HEALTHY"
 
     await eventually(healthy_again, what="s1 to be HEALTHY again once it answers")

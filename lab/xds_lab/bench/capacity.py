@@ -62,7 +62,7 @@ async def _step(
     )
     spec = load_spec(scenario, rate_rps=rate_sim / ts, seconds=seconds * ts, seed=seed)
     plan = build_requests(spec)
-    url = f"http://{stack.fleet.address[server]}"
+    url = f"http://{stack.backends.addresses[server]}"
     run = await run_load(url, plan, timeout_s=scenario.request_timeout_s * ts)
     slo = Slo(ttft_s=scenario.slo.ttft_s, tpot_s=scenario.slo.tpot_s)
     span = plan[-1].at if plan else 1.0
@@ -111,8 +111,8 @@ async def measure_capacity(stack: BenchStack, *, scenario: Scenario) -> dict[str
                 for k in names
             )
         )
-        await stack.fleet.wait_idle(timeout=scenario.request_timeout_s * scenario.time_scale)
-        await stack.fleet.reset()
+        await stack.backends.wait_idle(timeout=scenario.request_timeout_s * scenario.time_scale)
+        await stack.backends.reset()
         for k, ok in zip(names, outcomes, strict=True):
             tried[k].append((round(rates[k], 3), ok))
             if ok:

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 
 from xds_control.errors import HarnessError
+from xds_lab.harness.fleet import pinned
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.process import ManagedProcess, wait_until_ready
 from xds_lab.sim.fleet import FleetSpec, ServerSpec
@@ -24,11 +25,11 @@ class FleetProcess:
     def __init__(
         self, *, servers: list[ServerSpec], seed: int, time_scale: float, workdir: Path
     ) -> None:
-        pinned = [s.model_copy(update={"port": s.port or free_port()}) for s in servers]
+        ports = pinned(servers)
         self.spec = FleetSpec(
-            host="127.0.0.1", control_port=None, seed=seed, time_scale=time_scale, servers=pinned
+            host="127.0.0.1", control_port=None, seed=seed, time_scale=time_scale, servers=ports
         )
-        self.address = {s.name: f"127.0.0.1:{s.port}" for s in pinned}
+        self.addresses = {s.name: f"127.0.0.1:{s.port}" for s in ports}
         self.control_port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         spec_path = workdir / "fleet.json"

@@ -10,8 +10,9 @@ from typing import Any
 import structlog
 
 from xds_lab.bench.metrics import point_metrics, prefix_hit_ratio
+from xds_lab.bench.policies import Policy
 from xds_lab.bench.scenario import Scenario
-from xds_lab.bench.stack import BenchStack
+from xds_lab.bench.stack import BenchStack, eds_responses, write_policy_config
 from xds_lab.loadgen import LoadSpec, Slo, build_requests, run_load
 
 __all__ = ["load_spec", "run_point"]
@@ -43,37 +44,38 @@ async def _sample_weights(stack: BenchStack, start: float, out: list[dict[str, A
         await asyncio.sleep(_SAMPLE_S)
 
 
-async def _events(stack: BenchStack, scenario: Scenario) -> list[dict[str, Any]]:
+async def _events(stack: BenchStack, scenario: Scenario, policy: Policy) -> list[dict[str, Any]]:
     done: list[dict[str, Any]] = []
     added: set[str] = set()
     start = time.monotonic()
     for event in sorted(scenario.events, key=lambda e: e.at_s):
         await asyncio.sleep(max(0.0, start + event.at_s * scenario.time_scale - time.monotonic()))
         if event.slowdown is not None:
-            await stack.fleet.slow_down(event.server, event.slowdown)
+            await stack.backends.slow_down(event.server, event.slowdown)
         if event.add:
             added.add(event.server)
-            await stack.add_servers(frozenset(added))
+            write_policy_config(stack, scenario=scenario, policy=policy, added=frozenset(added))
         done.append({"at_s": event.at_s, "server": event.server, **event.model_dump()})
         _log.info("event", server=event.server, slowdown=event.slowdown, add=event.add)
     return done
 
 
 async def run_point(
-    stack: BenchStack, *, scenario: Scenario, rate_rps: float, seed: int
+    stack: BenchStack, *, scenario: Scenario, policy: Policy, rate_rps: float, seed: int
 ) -> dict[str, Any]:
-    """Reset the fleet, offer ``rate_rps`` for the scenario's duration, measure everything."""
+    """Reset the fleet, offer ``rate_rps`` for the scenario's duration through ``policy``'s
+    stack, measure everything."""
     ts = scenario.time_scale
-    await stack.fleet.reset()
+    await stack.backends.reset()
     plan = build_requests(
         load_spec(scenario, rate_rps=rate_rps, seconds=scenario.duration_s * ts, seed=seed)
     )
-    counters_before = await stack.fleet.counters()
-    eds_before = await stack.eds_responses()
+    counters_before = await stack.backends.counters()
+    eds_before = await eds_responses(stack)
     timeline: list[dict[str, Any]] = []
     start = time.monotonic()
     sampler = asyncio.create_task(_sample_weights(stack, start, timeline), name="bench-weights")
-    events = asyncio.create_task(_events(stack, scenario), name="bench-events")
+    events = asyncio.create_task(_events(stack, scenario, policy), name="bench-events")
     try:
         run = await run_load(stack.url, plan, timeout_s=scenario.request_timeout_s * ts)
         applied = await events
@@ -82,8 +84,8 @@ async def run_point(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-    counters_after = await stack.fleet.counters()
-    eds_after = await stack.eds_responses()
+    counters_after = await stack.backends.counters()
+    eds_after = await eds_responses(stack)
     # Rates over the nominal window (requests / rate), not the last arrival: a Poisson run's
     # last arrival falls early or late by chance, which would move req/s above the offered rate.
     span = len(plan) / rate_rps if plan else 0.0

@@ -15,7 +15,7 @@ from xds_lab.bench.capacity import measure_capacity
 from xds_lab.bench.point import load_spec, run_point
 from xds_lab.bench.policies import POLICIES
 from xds_lab.bench.scenario import Scenario, load_scenario
-from xds_lab.bench.stack import BenchStack
+from xds_lab.bench.stack import BenchStack, bench_stack, use_policy
 from xds_lab.loadgen import build_requests, run_load
 
 __all__ = ["quick_variant", "run_scenario", "run_scenario_file"]
@@ -50,11 +50,12 @@ async def _warm_up(stack: BenchStack, scenario: Scenario, capacity: float) -> No
 async def run_scenario(scenario: Scenario, *, workdir: Path, source: str = "") -> dict[str, Any]:
     """Every (policy, load) point of ``scenario``; the JSON-ready result."""
     started = time.time()
-    stack = BenchStack(scenario, workdir=workdir)
+    stack = bench_stack(scenario, workdir=workdir)
     points: list[dict[str, Any]] = []
     ts = scenario.time_scale
     try:
-        await stack.start()
+        # The control plane and an Envoy start with the first policy.
+        await stack.backends.start()
         if scenario.capacity_rps is not None:
             capacity: dict[str, Any] = {"capacity_rps": scenario.capacity_rps, "method": "given"}
         else:
@@ -63,16 +64,20 @@ async def run_scenario(scenario: Scenario, *, workdir: Path, source: str = "") -
         _log.info("capacity", scenario=scenario.name, rps=round(cap, 2))
         for name in scenario.policies:
             policy = POLICIES[name]
-            await stack.use_policy(policy)
+            await use_policy(stack, scenario=scenario, policy=policy)
             if policy.engine_weights and scenario.warmup_s > 0:
                 # A fault left by the previous policy's last point must not teach the engine.
-                await stack.fleet.reset()
+                await stack.backends.reset()
                 await _warm_up(stack, scenario, cap)
-                await stack.fleet.wait_idle(timeout=scenario.request_timeout_s * ts)
+                await stack.backends.wait_idle(timeout=scenario.request_timeout_s * ts)
             for i, load in enumerate(scenario.loads):
                 # Same seed per load level: every policy sees the same arrivals.
                 result = await run_point(
-                    stack, scenario=scenario, rate_rps=cap * load / ts, seed=scenario.seed + i
+                    stack,
+                    scenario=scenario,
+                    policy=policy,
+                    rate_rps=cap * load / ts,
+                    seed=scenario.seed + i,
                 )
                 result.update({"policy": name, "load": load, "ours": policy.ours})
                 points.append(result)
@@ -85,7 +90,7 @@ async def run_scenario(scenario: Scenario, *, workdir: Path, source: str = "") -
                     goodput=round(result["goodput_rps"], 2),
                     hit=round(result["prefix_hit_ratio"], 3),
                 )
-                await stack.fleet.wait_idle(timeout=scenario.request_timeout_s * ts)
+                await stack.backends.wait_idle(timeout=scenario.request_timeout_s * ts)
     finally:
         await stack.close()
     return {

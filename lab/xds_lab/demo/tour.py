@@ -23,11 +23,12 @@ from rich.live import Live
 
 from xds_control.errors import HarnessError
 from xds_lab.demo.phases import Phase, plan
-from xds_lab.demo.stack import DemoStack, ServerState
+from xds_lab.demo.stack import FLEET, DemoStack, ServerState, demo_config, demo_stack, observe
 from xds_lab.demo.traffic import SteadyTraffic
 from xds_lab.demo.verdict import PhaseOutcome, Verdict, judge
 from xds_lab.demo.view import render
 from xds_lab.demo.window import summarize_window
+from xds_lab.sim.faults import FaultUpdate
 
 __all__ = ["FAULTED", "RATE", "SLOWDOWN", "run_tour"]
 
@@ -68,15 +69,15 @@ class _Tour:
     async def observe(self) -> None:
         # A slow admin answer costs one refresh, never the tour: keep the last view.
         with contextlib.suppress(HarnessError, aiohttp.ClientError, OSError, TimeoutError):
-            self.states = await self.stack.observe()
+            self.states = await observe(self.stack)
 
     async def run_phase(self, phase: Phase, *, label: str) -> _PhaseRun:
         """Play ``phase``, refreshing the view; return the faulted server's weights in it."""
         if phase.fault and not self.faulty:
-            self.stack.slow_down(FAULTED, SLOWDOWN)
+            self.stack.backends.servers[FAULTED].faults.apply(FaultUpdate(slowdown=SLOWDOWN))
             self.event(f"fault: slowdown x{SLOWDOWN:g} on {FAULTED}")
         elif self.faulty and not phase.fault:
-            self.stack.clear_faults(FAULTED)
+            self.stack.backends.servers[FAULTED].faults.clear()
             self.event(f"fault cleared on {FAULTED}")
         self.faulty = phase.fault
         start = time.monotonic()
@@ -117,7 +118,7 @@ class _Tour:
         phase's settled second half (call once those requests have come back)."""
         routed = summarize_window(
             self.traffic.served,
-            servers=list(self.stack.address),
+            servers=list(self.stack.backends.addresses),
             since=(run.start + run.end) / 2,
             until=run.end,
             by="started",
@@ -131,12 +132,15 @@ class _Tour:
 
     def view(self, *, title: str, since: float, until: float, window_label: str) -> RenderableType:
         window = summarize_window(
-            self.traffic.served, servers=list(self.stack.address), since=since, until=until
+            self.traffic.served,
+            servers=list(self.stack.backends.addresses),
+            since=since,
+            until=until,
         )
         return render(
             title=title,
             events=self.events,
-            profiles=self.stack.profiles,
+            profiles=dict(FLEET),
             states=self.states,
             window=window,
             window_label=window_label,
@@ -148,10 +152,10 @@ async def run_tour(*, duration: float | None, console: Console) -> Verdict | Non
     """Play the phases once in about ``duration`` seconds and judge them, or, with ``None``,
     loop until cancelled (Ctrl-C). Everything started is stopped on the way out."""
     with tempfile.TemporaryDirectory(prefix="xds-control-demo-") as tmp:
-        stack = DemoStack(Path(tmp))
+        stack = demo_stack(Path(tmp))
         traffic = SteadyTraffic(url=stack.url, rate=RATE)
         try:
-            await stack.start()
+            await stack.start(demo_config(stack))
             _introduce(stack, console)
             traffic.start()
             live = Live(console=console, refresh_per_second=2) if console.is_terminal else None
@@ -173,17 +177,16 @@ async def run_tour(*, duration: float | None, console: Console) -> Verdict | Non
                         return judge(server=FAULTED, before=before, during=during, after=after)
         finally:
             await traffic.stop()
-            await stack.stop()
+            await stack.close()
 
 
 def _introduce(stack: DemoStack, console: Console) -> None:
-    servers = ", ".join(f"{n} ({p})" for n, p in stack.profiles.items())
+    servers = ", ".join(f"{n} ({p})" for n, p in FLEET)
     console.print(f"fleet: {servers}")
     console.print(
         f"control plane: weights from direct /metrics scrapes, reconcile every 1 s; "
         f"admin {stack.control_plane.admin_url}/v1/weights?explain=1"
     )
-    assert stack.envoy is not None
     console.print(f"envoy: listener {stack.url}, admin {stack.envoy.admin_url}/clusters")
     console.print(
         f"traffic: {RATE:g} streamed chat requests/s through Envoy (prompt ~200, output ~60 "

@@ -24,6 +24,11 @@ class EchoBackends:
         """``IP:PORT`` of backend ``index``."""
         return f"127.0.0.1:{self.ports[index]}"
 
+    @property
+    def addresses(self) -> dict[str, str]:
+        """Name -> ``IP:PORT``; a backend's name is its address (what it answers with)."""
+        return {a: a for a in map(self.address, range(len(self.ports)))}
+
     async def start(self) -> None:
         """Bind every backend."""
         for port in self.ports:

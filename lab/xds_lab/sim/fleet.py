@@ -141,6 +141,11 @@ class Fleet:
         self._control: web.AppRunner | None = None
         self.control_url: str | None = None
 
+    @property
+    def addresses(self) -> dict[str, str]:
+        """Server name -> ``IP:PORT`` (a port 0 in the spec is known only once started)."""
+        return {name: f"{self.spec.host}:{s.port}" for name, s in self.servers.items()}
+
     async def start(self) -> None:
         """Start every server (concurrently) and the control endpoint."""
         await asyncio.gather(*(s.start() for s in self.servers.values()))
