@@ -1,22 +1,20 @@
 """Prometheus text exposition with the names and labels real exporters use.
 
 One server exports its engine's family (vLLM ``vllm:*``, Triton ``nv_*``, SGLang ``sglang:*``)
-plus a DCGM-exporter view of its GPU (``DCGM_FI_DEV_*``), all on ``/metrics``. The text is
-written directly rather than through prometheus-client collectors so that per-token histogram
-updates stay O(1) per engine step (see ``stats.py``).
+plus a DCGM-exporter view of its GPU (``DCGM_FI_DEV_*``, ``gpu_metrics.py``), all on
+``/metrics``, in the text format ``exposition.py`` writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
+from xds_lab.sim.exposition import Exposition, labels
+from xds_lab.sim.gpu_metrics import MIB, dcgm_metrics, fb_used_mib
 from xds_lab.sim.profiles import Profile
-from xds_lab.sim.stats import EngineStats, Histogram
+from xds_lab.sim.stats import EngineStats
 
 __all__ = ["GaugeView", "render_metrics"]
-
-_MIB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,56 +31,9 @@ class GaugeView:
     leaked_mib: float
 
 
-def _labels(labels: dict[str, str]) -> str:
-    inner = ",".join(
-        f'{k}="{v.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-        for k, v in labels.items()
-    )
-    return "{" + inner + "}"
-
-
-def _fmt(value: float) -> str:
-    if value == float("inf"):
-        return "+Inf"
-    return repr(float(value))
-
-
-class _Text:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def metric(
-        self, name: str, kind: str, help_text: str, samples: Iterable[tuple[str, float]]
-    ) -> None:
-        """One family; ``samples`` are ``(rendered_labels, value)`` under the family name."""
-        self.lines.append(f"# HELP {name} {help_text}")
-        self.lines.append(f"# TYPE {name} {kind}")
-        self.lines.extend(f"{name}{labels} {_fmt(value)}" for labels, value in samples)
-
-    def histogram(self, name: str, help_text: str, labels: dict[str, str], hist: Histogram) -> None:
-        self.lines.append(f"# HELP {name} {help_text}")
-        self.lines.append(f"# TYPE {name} histogram")
-        for bound, count in hist.cumulative():
-            le = _labels({**labels, "le": _fmt(bound)})
-            self.lines.append(f"{name}_bucket{le} {_fmt(count)}")
-        plain = _labels(labels)
-        self.lines.append(f"{name}_sum{plain} {_fmt(hist.sum)}")
-        self.lines.append(f"{name}_count{plain} {_fmt(hist.count)}")
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
-
-
-def _fb_used_mib(profile: Profile, view: GaugeView) -> float:
-    # Framebuffer in use = weights + KV blocks held by running requests + any leak.
-    kv_bytes = view.kv_used_blocks * 16 * profile.kv_bytes_per_token
-    used = (profile.weights_bytes + kv_bytes) / _MIB + view.leaked_mib
-    return min(float(profile.gpu_memory_mib), used)
-
-
-def _vllm(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -> None:
+def _vllm(out: Exposition, profile: Profile, stats: EngineStats, view: GaugeView) -> None:
     base = {"engine": "0", "model_name": profile.model}
-    lb = _labels(base)
+    lb = labels(base)
     out.metric(
         "vllm:num_requests_running",
         "gauge",
@@ -130,7 +81,7 @@ def _vllm(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -> 
         "vllm:request_success_total",
         "counter",
         "Count of successfully processed requests.",
-        [(_labels({**base, "finished_reason": "length"}), stats.requests_success)],
+        [(labels({**base, "finished_reason": "length"}), stats.requests_success)],
     )
     out.metric(
         "vllm:num_preemptions_total", "counter", "Cumulative number of preemption.", [(lb, 0)]
@@ -161,9 +112,9 @@ def _vllm(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -> 
     )
 
 
-def _sglang(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -> None:
+def _sglang(out: Exposition, profile: Profile, stats: EngineStats, view: GaugeView) -> None:
     base = {"model_name": profile.model}
-    lb = _labels(base)
+    lb = labels(base)
     used_tokens = view.kv_used_blocks * 16
     hit_rate = stats.prefix_hits / stats.prefix_queries if stats.prefix_queries else 0.0
     out.metric(
@@ -227,9 +178,9 @@ def _sglang(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -
     )
 
 
-def _triton(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -> None:
+def _triton(out: Exposition, profile: Profile, stats: EngineStats, view: GaugeView) -> None:
     base = {"model": "llama-3.1-8b", "version": "1"}
-    lb = _labels(base)
+    lb = labels(base)
     out.metric(
         "nv_inference_request_success",
         "counter",
@@ -237,8 +188,8 @@ def _triton(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -
         [(lb, stats.requests_success)],
     )
     failures = [
-        (_labels({**base, "reason": "REJECTED"}), stats.requests_rejected),
-        (_labels({**base, "reason": "BACKEND"}), stats.requests_failed),
+        (labels({**base, "reason": "REJECTED"}), stats.requests_rejected),
+        (labels({**base, "reason": "BACKEND"}), stats.requests_failed),
     ]
     out.metric(
         "nv_inference_request_failure",
@@ -283,7 +234,7 @@ def _triton(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -
         "Instantaneous number of pending requests awaiting execution per-model.",
         [(lb, view.waiting)],
     )
-    gpu = _labels({"gpu_uuid": view.gpu_uuid})
+    gpu = labels({"gpu_uuid": view.gpu_uuid})
     out.metric(
         "nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0)", [(gpu, view.gpu_util)]
     )
@@ -291,13 +242,13 @@ def _triton(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -
         "nv_gpu_memory_total_bytes",
         "gauge",
         "GPU total memory, in bytes",
-        [(gpu, profile.gpu_memory_mib * _MIB)],
+        [(gpu, profile.gpu_memory_mib * MIB)],
     )
     out.metric(
         "nv_gpu_memory_used_bytes",
         "gauge",
         "GPU used memory, in bytes",
-        [(gpu, round(_fb_used_mib(profile, view) * _MIB))],
+        [(gpu, round(_fb_used_mib(profile, view) * MIB))],
     )
     if profile.engine != "triton":
         return
@@ -313,7 +264,7 @@ def _triton(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -
         "nv_trt_llm_request_metrics",
         "gauge",
         "TRT LLM request metrics",
-        [(_labels({**trt, "request_type": k}), v) for k, v in requests],
+        [(labels({**trt, "request_type": k}), v) for k, v in requests],
     )
     blocks = [
         ("max", view.kv_capacity_blocks),
@@ -325,47 +276,29 @@ def _triton(out: _Text, profile: Profile, stats: EngineStats, view: GaugeView) -
         "nv_trt_llm_kv_cache_block_metrics",
         "gauge",
         "TRT LLM KV cache block metrics",
-        [(_labels({**trt, "kv_cache_block_type": k}), v) for k, v in blocks],
+        [(labels({**trt, "kv_cache_block_type": k}), v) for k, v in blocks],
     )
 
 
-def _dcgm(out: _Text, profile: Profile, view: GaugeView) -> None:
-    labels = _labels(
-        {
-            "gpu": "0",
-            "UUID": view.gpu_uuid,
-            "pci_bus_id": "00000000:00:1E.0",
-            "device": "nvidia0",
-            "modelName": profile.gpu_dcgm_name,
-            "Hostname": view.server,
-        }
-    )
-    used = _fb_used_mib(profile, view)
-    out.metric(
-        "DCGM_FI_DEV_GPU_UTIL",
-        "gauge",
-        "GPU utilization (in %).",
-        [(labels, round(view.gpu_util * 100))],
-    )
-    out.metric(
-        "DCGM_FI_DEV_FB_FREE",
-        "gauge",
-        "Framebuffer memory free (in MiB).",
-        [(labels, round(profile.gpu_memory_mib - used))],
-    )
-    out.metric(
-        "DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", [(labels, round(used))]
-    )
+def _fb_used_mib(profile: Profile, view: GaugeView) -> float:
+    return fb_used_mib(profile, kv_used_blocks=view.kv_used_blocks, leaked_mib=view.leaked_mib)
 
 
 def render_metrics(profile: Profile, stats: EngineStats, view: GaugeView) -> str:
     """The full ``/metrics`` body for one server."""
-    out = _Text()
+    out = Exposition()
     if profile.metrics == "vllm":
         _vllm(out, profile, stats, view)
     elif profile.metrics == "sglang":
         _sglang(out, profile, stats, view)
     else:
         _triton(out, profile, stats, view)
-    _dcgm(out, profile, view)
+    dcgm_metrics(
+        out,
+        profile,
+        hostname=view.server,
+        gpu_uuid=view.gpu_uuid,
+        util=view.gpu_util,
+        used_mib=_fb_used_mib(profile, view),
+    )
     return out.text()

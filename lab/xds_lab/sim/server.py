@@ -1,14 +1,14 @@
 """One simulated inference server: an aiohttp app in front of a ``Scheduler``.
 
-Routes: ``POST /v1/completions`` and ``/v1/chat/completions`` (JSON or SSE), ``GET /v1/models``,
-``/health``, ``/metrics``, and the control endpoint ``GET|POST|DELETE /sim/faults``. Every
-response carries ``x-sim-server: <name>`` so a client behind Envoy can tell who answered.
+Routes: ``POST /v1/completions`` and ``/v1/chat/completions`` (JSON or SSE, ``completions.py``),
+``GET /v1/models``, ``/health``, ``/metrics``, and the control endpoint ``GET|POST|DELETE
+/sim/faults``. Every response carries ``x-sim-server: <name>`` so a client behind Envoy can tell
+who answered.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import random
 import time
 import uuid
@@ -19,30 +19,17 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from xds_control.tasks import guarded_task
+from xds_lab.sim.completions import JSON_ERRORS, Completions
 from xds_lab.sim.faults import FaultState, FaultUpdate
 from xds_lab.sim.metrics import GaugeView, render_metrics
-from xds_lab.sim.openai_api import (
-    completion_body,
-    error_body,
-    filler_text,
-    parse_request,
-    stream_chunk,
-)
+from xds_lab.sim.openai_api import error_body
 from xds_lab.sim.profiles import Profile
-from xds_lab.sim.scheduler import (
-    QueueFullError,
-    RequestTooLongError,
-    Scheduler,
-    SeqState,
-    ServerRestartedError,
-)
+from xds_lab.sim.scheduler import Scheduler
 from xds_lab.sim.stats import EngineStats
-from xds_lab.sim.tokens import block_hashes
 
 __all__ = ["SERVER_HEADER", "SimServer"]
 
 SERVER_HEADER = "x-sim-server"
-_JSON_ERRORS = (ValueError, UnicodeDecodeError)
 
 
 class SimServer:
@@ -60,7 +47,14 @@ class SimServer:
         self._rng = random.Random(f"{seed}:{name}")
         self.stats = EngineStats()
         self.scheduler = Scheduler(profile, faults=self.faults, stats=self.stats, rng=self._rng)
-        self._ids = itertools.count()
+        self._completions = Completions(
+            name=name,
+            profile=profile,
+            scheduler=self.scheduler,
+            stats=self.stats,
+            faults=self.faults,
+            rng=self._rng,
+        )
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._engine: asyncio.Task[Any] | None = None
@@ -76,8 +70,8 @@ class SimServer:
         """The aiohttp application (tests may serve it with aiohttp's test client)."""
         app = web.Application()
         app.on_response_prepare.append(self._stamp)
-        app.router.add_post("/v1/completions", self._completions)
-        app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_post("/v1/completions", self._completions.completions)
+        app.router.add_post("/v1/chat/completions", self._completions.chat_completions)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
@@ -201,7 +195,7 @@ class SimServer:
     async def _post_faults(self, request: web.Request) -> web.Response:
         try:
             update = FaultUpdate.model_validate(await request.json())
-        except (ValidationError, *_JSON_ERRORS) as exc:
+        except (ValidationError, *JSON_ERRORS) as exc:
             return web.json_response(
                 error_body(message=str(exc), kind="invalid", code=400), status=400
             )
@@ -215,127 +209,3 @@ class SimServer:
     async def _delete_faults(self, _request: web.Request) -> web.Response:
         await self.clear_faults()
         return web.json_response({"server": self.name, "faults": self.faults.describe()})
-
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, chat=False)
-
-    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, chat=True)
-
-    def _error(self, status: int, message: str, kind: str) -> web.Response:
-        return web.json_response(error_body(message=message, kind=kind, code=status), status=status)
-
-    async def _serve(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
-        await self.faults.running.wait()
-        if self.faults.error_rate and self._rng.random() < self.faults.error_rate:
-            self.stats.requests_failed += 1
-            return self._error(500, "injected fault", "InternalServerError")
-        try:
-            parsed = parse_request(
-                await request.json(), chat=chat, default_model=self.profile.model
-            )
-        except _JSON_ERRORS as exc:
-            return self._error(400, str(exc), "BadRequestError")
-        loop = asyncio.get_running_loop()
-        seq = SeqState(
-            prompt_tokens=len(parsed.tokens),
-            max_tokens=parsed.max_tokens,
-            block_hashes=block_hashes(parsed.tokens),
-            arrival=loop.time(),
-            first_token=loop.create_future(),
-            done=loop.create_future(),
-        )
-        try:
-            self.scheduler.submit(seq)
-        except QueueFullError as exc:
-            return self._error(self.profile.full_queue_status, str(exc), "ServiceUnavailableError")
-        except RequestTooLongError as exc:
-            return self._error(400, str(exc), "BadRequestError")
-        request_id = f"cmpl-{self.name}-{next(self._ids)}"
-        try:
-            if parsed.stream:
-                return await self._stream(
-                    request,
-                    seq,
-                    chat=chat,
-                    request_id=request_id,
-                    model=parsed.model,
-                    include_usage=parsed.include_usage,
-                )
-            await seq.done
-        except ServerRestartedError as exc:
-            return self._error(503, str(exc), "ServiceUnavailableError")
-        finally:
-            # A client that went away (handler cancelled) must not keep its KV blocks.
-            self.scheduler.abort(seq)
-        body = completion_body(
-            request_id=request_id,
-            server=self.name,
-            model=parsed.model,
-            chat=chat,
-            text=filler_text(0, seq.max_tokens),
-            prompt_tokens=seq.prompt_tokens,
-            completion_tokens=seq.max_tokens,
-            cached_tokens=seq.cached_tokens,
-            created=int(time.time()),
-        )
-        return web.json_response(body)
-
-    async def _stream(
-        self,
-        request: web.Request,
-        seq: SeqState,
-        *,
-        chat: bool,
-        request_id: str,
-        model: str,
-        include_usage: bool,
-    ) -> web.StreamResponse:
-        await seq.first_token
-        response = web.StreamResponse(
-            headers={"content-type": "text/event-stream", "cache-control": "no-cache"}
-        )
-        try:
-            await response.prepare(request)
-            created = int(time.time())
-            sent = 0
-            while True:
-                produced = self.scheduler.generated(seq)
-                if produced > sent:
-                    text = filler_text(sent, produced - sent)
-                    await response.write(
-                        stream_chunk(
-                            request_id=request_id,
-                            server=self.name,
-                            model=model,
-                            chat=chat,
-                            text=text,
-                            created=created,
-                        )
-                    )
-                    sent = produced
-                if seq.done.done():
-                    break
-                await self.scheduler.next_step()
-            if seq.done.exception() is not None:
-                return response  # restarted mid-stream: the restart already reset the connection
-            if include_usage:
-                usage = (seq.prompt_tokens, seq.max_tokens, seq.cached_tokens)
-                await response.write(
-                    stream_chunk(
-                        request_id=request_id,
-                        server=self.name,
-                        model=model,
-                        chat=chat,
-                        text=None,
-                        created=created,
-                        usage=usage,
-                    )
-                )
-            await response.write(b"data: [DONE]\n\n")
-            await response.write_eof()
-        except ConnectionResetError:
-            # The client (or Envoy on its behalf) went away mid-stream, as users do;
-            # ``_serve`` frees the request's KV blocks.
-            pass
-        return response
