@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from envoy.config.endpoint.v3 import endpoint_pb2
 from google.protobuf.json_format import MessageToDict
 
 from xds_control.control import EngineView, LoopState
@@ -52,11 +51,9 @@ def endpoints_view(snapshot: Snapshot | None) -> dict[str, list[dict[str, Any]]]
     if snapshot is None:
         return {}
     out: dict[str, list[dict[str, Any]]] = {}
-    for name, prepared in sorted(snapshot.resource_set(urls.ENDPOINT).resources.items()):
-        cla = prepared.message
-        assert isinstance(cla, endpoint_pb2.ClusterLoadAssignment)
+    for name, prepared in sorted(snapshot.load_assignments.resources.items()):
         rows = []
-        for locality in cla.endpoints:
+        for locality in prepared.message.endpoints:
             for lb in locality.lb_endpoints:
                 sock = lb.endpoint.address.socket_address
                 rows.append(

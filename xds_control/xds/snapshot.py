@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Generic, TypeVar
 
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.core.v3 import base_pb2
@@ -30,27 +31,30 @@ from xds_control.xds.wire import length_delimited
 __all__ = ["PreparedResource", "ResourceSet", "Snapshot", "build_snapshot"]
 
 _CONTROL_PLANE = base_pb2.ControlPlane(identifier=f"xds-control/{__version__}").SerializeToString()
-# DiscoveryResponse field numbers.
-_VERSION, _RESOURCES, _TYPE_URL, _NONCE, _CONTROL_PLANE_FIELD = 1, 2, 4, 5, 6
+
+# The resource's message type: a ResourceSet[Cluster] holds clusters, so readers need no cast.
+# Covariant, so that each typed set is also a ResourceSet[Message] in ``Snapshot.types``.
+M_co = TypeVar("M_co", bound=Message, covariant=True)
+M = TypeVar("M", bound=Message)
 
 
 @dataclass(frozen=True, slots=True)
-class PreparedResource:
+class PreparedResource(Generic[M_co]):
     """One resource, serialised once: ``framed`` is a ready ``resources`` entry (an ``Any``)."""
 
     name: str
-    message: Message
+    message: M_co
     framed: bytes
     digest: str
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceSet:
+class ResourceSet(Generic[M_co]):
     """All resources of one type, with the type's own version."""
 
     type_url: str
     version: str
-    resources: Mapping[str, PreparedResource]
+    resources: Mapping[str, PreparedResource[M_co]]
     header: bytes = field(repr=False)
     """``version_info``, ``type_url`` and ``control_plane``, framed: the start of a response."""
 
@@ -58,7 +62,7 @@ class ResourceSet:
         """A serialised ``DiscoveryResponse`` carrying ``names``: no per-stream serialising."""
         parts = [self.header]
         parts.extend(self.resources[name].framed for name in names)
-        parts.append(length_delimited(_NONCE, nonce.encode()))
+        parts.append(length_delimited(type_urls.RESPONSE_NONCE, nonce.encode()))
         return b"".join(parts)
 
 
@@ -68,19 +72,19 @@ def _name(message: Message) -> str:
     return str(getattr(message, "name"))  # noqa: B009 - every other xDS resource has one
 
 
-def _prepare(type_url: str, messages: Iterable[Message]) -> ResourceSet:
-    resources: dict[str, PreparedResource] = {}
+def _prepare(type_url: str, messages: Iterable[M]) -> ResourceSet[M]:
+    resources: dict[str, PreparedResource[M]] = {}
     for message in messages:
         name = _name(message)
         if name in resources:
             raise SnapshotError(f"two {type_urls.SHORT_NAMES[type_url]} resources named {name!r}")
         value = message.SerializeToString(deterministic=True)
-        # Any{type_url=1, value=2}, framed as DiscoveryResponse.resources.
-        any_bytes = length_delimited(1, type_url.encode()) + length_delimited(2, value)
+        any_bytes = length_delimited(type_urls.ANY_TYPE_URL, type_url.encode())
+        any_bytes += length_delimited(type_urls.ANY_VALUE, value)
         resources[name] = PreparedResource(
             name=name,
             message=message,
-            framed=length_delimited(_RESOURCES, any_bytes),
+            framed=length_delimited(type_urls.RESPONSE_RESOURCES, any_bytes),
             digest=hashlib.sha256(value).hexdigest()[:16],
         )
     hasher = hashlib.sha256(type_url.encode())
@@ -88,9 +92,9 @@ def _prepare(type_url: str, messages: Iterable[Message]) -> ResourceSet:
         hasher.update(f"\0{name}\0{resources[name].digest}".encode())
     version = hasher.hexdigest()[:16]
     header = (
-        length_delimited(_VERSION, version.encode())
-        + length_delimited(_TYPE_URL, type_url.encode())
-        + length_delimited(_CONTROL_PLANE_FIELD, _CONTROL_PLANE)
+        length_delimited(type_urls.RESPONSE_VERSION_INFO, version.encode())
+        + length_delimited(type_urls.RESPONSE_TYPE_URL, type_url.encode())
+        + length_delimited(type_urls.RESPONSE_CONTROL_PLANE, _CONTROL_PLANE)
     )
     return ResourceSet(
         type_url=type_url,
@@ -102,12 +106,25 @@ def _prepare(type_url: str, messages: Iterable[Message]) -> ResourceSet:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """The resources one group of Envoys should have, by type URL."""
+    """The resources one group of Envoys should have: one typed set per xDS type."""
 
-    version: str
-    types: Mapping[str, ResourceSet]
+    clusters: ResourceSet[cluster_pb2.Cluster]
+    load_assignments: ResourceSet[endpoint_pb2.ClusterLoadAssignment]
+    listeners: ResourceSet[listener_pb2.Listener]
+    route_configs: ResourceSet[route_pb2.RouteConfiguration]
+    types: Mapping[str, ResourceSet[Message]] = field(init=False, repr=False, compare=False)
+    """The same four sets by type URL, for the server, which serves whatever type is asked."""
+    version: str = field(init=False)
+    """A hash of the four types' versions: the same content, the same version."""
 
-    def resource_set(self, type_url: str) -> ResourceSet:
+    def __post_init__(self) -> None:
+        sets = (self.clusters, self.load_assignments, self.listeners, self.route_configs)
+        types = MappingProxyType({s.type_url: s for s in sets})
+        versions = "".join(types[t].version for t in type_urls.ORDER)
+        object.__setattr__(self, "types", types)
+        object.__setattr__(self, "version", hashlib.sha256(versions.encode()).hexdigest()[:16])
+
+    def resource_set(self, type_url: str) -> ResourceSet[Message]:
         """Resources of ``type_url`` (an empty set for a type the snapshot does not hold)."""
         found = self.types.get(type_url)
         return found if found is not None else _prepare(type_url, ())
@@ -121,25 +138,21 @@ def _unpack_hcm(listener: listener_pb2.Listener) -> Iterable[str]:
                 yield manager.rds.route_config_name
 
 
-def consistency_problems(types: Mapping[str, ResourceSet]) -> list[str]:
+def consistency_problems(snapshot: Snapshot) -> list[str]:
     """Every EDS cluster has its assignment and every assignment its cluster; likewise every
     RDS name a listener asks for exists and every route table is used."""
-    problems = []
-    clusters = types[type_urls.CLUSTER].resources
     eds_names = {
         name
-        for name, prepared in clusters.items()
-        if isinstance(prepared.message, cluster_pb2.Cluster)
-        and prepared.message.type == cluster_pb2.Cluster.DiscoveryType.EDS
+        for name, prepared in snapshot.clusters.resources.items()
+        if prepared.message.type == cluster_pb2.Cluster.DiscoveryType.EDS
     }
-    assignments = set(types[type_urls.ENDPOINT].resources)
-    problems += [f"cluster {n!r} has no ClusterLoadAssignment" for n in eds_names - assignments]
+    assignments = set(snapshot.load_assignments.resources)
+    problems = [f"cluster {n!r} has no ClusterLoadAssignment" for n in eds_names - assignments]
     problems += [f"ClusterLoadAssignment {n!r} has no cluster" for n in assignments - eds_names]
     wanted: set[str] = set()
-    for prepared in types[type_urls.LISTENER].resources.values():
-        assert isinstance(prepared.message, listener_pb2.Listener)
+    for prepared in snapshot.listeners.resources.values():
         wanted.update(_unpack_hcm(prepared.message))
-    routes = set(types[type_urls.ROUTE].resources)
+    routes = set(snapshot.route_configs.resources)
     problems += [f"route table {n!r} is referenced but missing" for n in wanted - routes]
     problems += [f"route table {n!r} is not referenced" for n in routes - wanted]
     return sorted(problems)
@@ -153,16 +166,12 @@ def build_snapshot(
     route_configs: Iterable[route_pb2.RouteConfiguration],
 ) -> Snapshot:
     """Serialise, hash and check a resource set; ``SnapshotError`` if it is not consistent."""
-    types = {
-        type_urls.CLUSTER: _prepare(type_urls.CLUSTER, clusters),
-        type_urls.ENDPOINT: _prepare(type_urls.ENDPOINT, load_assignments),
-        type_urls.LISTENER: _prepare(type_urls.LISTENER, listeners),
-        type_urls.ROUTE: _prepare(type_urls.ROUTE, route_configs),
-    }
-    problems = consistency_problems(types)
-    if problems:
+    snapshot = Snapshot(
+        clusters=_prepare(type_urls.CLUSTER, clusters),
+        load_assignments=_prepare(type_urls.ENDPOINT, load_assignments),
+        listeners=_prepare(type_urls.LISTENER, listeners),
+        route_configs=_prepare(type_urls.ROUTE, route_configs),
+    )
+    if problems := consistency_problems(snapshot):
         raise SnapshotError("; ".join(problems))
-    version = hashlib.sha256(
-        "".join(types[t].version for t in type_urls.ORDER).encode()
-    ).hexdigest()[:16]
-    return Snapshot(version=version, types=MappingProxyType(types))
+    return snapshot
