@@ -6,6 +6,7 @@
     ├── DiscoveryError         an endpoint source failed (the last good endpoint set is kept)
     ├── SignalError            a signal source failed (the last good weights are kept)
     ├── SnapshotError          a snapshot is not self-consistent and is never published
+    ├── ServeError             a server cannot listen on its address (fatal at start-up)
     └── HarnessError           a real process the tools start (Envoy, Prometheus, a backend) failed
 
 Third-party errors are translated where they enter, with ``raise OurError(...) from exc``.
@@ -17,6 +18,7 @@ __all__ = [
     "ConfigError",
     "DiscoveryError",
     "HarnessError",
+    "ServeError",
     "SignalError",
     "SnapshotError",
     "XdsControlError",
@@ -48,6 +50,10 @@ class SignalError(XdsControlError):
 
 class SnapshotError(XdsControlError):
     """A snapshot references a resource it does not hold, or holds one nothing references."""
+
+
+class ServeError(XdsControlError):
+    """A server (ADS gRPC) cannot listen on its address: taken, or not an address of this host."""
 
 
 class HarnessError(XdsControlError):

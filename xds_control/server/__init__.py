@@ -1,8 +1,8 @@
 """Server: grpc.aio ADS (state of the world), health and reflection."""
 
 from xds_control.server.ads import AdsHandler
-from xds_control.server.grpc_server import ADS_SERVICE, XdsServer
+from xds_control.server.grpc_server import XdsServer
 from xds_control.server.registry import StreamRegistry
 from xds_control.server.stream import AdsStream, TypeState
 
-__all__ = ["ADS_SERVICE", "AdsHandler", "AdsStream", "StreamRegistry", "TypeState", "XdsServer"]
+__all__ = ["AdsHandler", "AdsStream", "StreamRegistry", "TypeState", "XdsServer"]

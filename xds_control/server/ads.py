@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator
+from enum import Enum
 from typing import Any
 
 import grpc
@@ -14,13 +15,66 @@ from envoy.service.discovery.v3 import discovery_pb2
 from xds_control.cache import SnapshotCache
 from xds_control.server.registry import StreamRegistry
 from xds_control.server.stream import AdsStream
+from xds_control.tasks import guarded_task
 from xds_control.xds import type_urls
 
 __all__ = ["AdsHandler"]
 
 log = structlog.get_logger(__name__)
-_WAKE = object()
-_CLOSED = object()
+
+
+class _Signal(Enum):
+    WAKE = "wake"  # the group's snapshot changed
+    CLOSED = "closed"  # the request stream ended, or reading it failed
+
+
+class _Inbox:
+    """What the writer loop acts on, in order: requests, snapshot changes (coalesced: one
+    pending wake-up at a time), and the end of the request stream."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[discovery_pb2.DiscoveryRequest | _Signal] = asyncio.Queue()
+        self._wake_pending = False
+
+    def put(self, request: discovery_pb2.DiscoveryRequest) -> None:
+        self._queue.put_nowait(request)
+
+    def wake(self) -> None:
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._queue.put_nowait(_Signal.WAKE)
+
+    def close(self) -> None:
+        self._queue.put_nowait(_Signal.CLOSED)
+
+    async def get(self) -> discovery_pb2.DiscoveryRequest | _Signal:
+        item = await self._queue.get()
+        if item is _Signal.WAKE:
+            self._wake_pending = False
+        return item
+
+
+async def _read(requests: AsyncIterator[discovery_pb2.DiscoveryRequest], inbox: _Inbox) -> None:
+    try:
+        async for request in requests:
+            inbox.put(request)
+    except grpc.aio.AioRpcError:
+        pass  # the peer went away: an ordinary end of the stream
+    finally:
+        inbox.close()  # always, so that the writer loop never waits for a dead reader
+
+
+async def _end_of_requests(
+    reader: asyncio.Task[None], context: grpc.aio.ServicerContext[Any, Any]
+) -> None:
+    # The reader has put CLOSED, so it is done or about to be. If it crashed, guarded_task has
+    # logged why; the Envoy gets a status that says the stream failed, not an OK end.
+    try:
+        await reader
+    except Exception as exc:  # any crash of the reader ends the stream the same way
+        await context.abort(
+            grpc.StatusCode.INTERNAL, f"reading the request stream failed: {type(exc).__name__}"
+        )
 
 
 class AdsHandler:
@@ -51,37 +105,15 @@ class AdsHandler:
             snapshot_of=self._cache.snapshot,
             on_ack=self._registry.notify_ack,
         )
-        inbox: asyncio.Queue[object] = asyncio.Queue()
-        wake_pending = False
-
-        def wake() -> None:
-            nonlocal wake_pending
-            if not wake_pending:
-                wake_pending = True
-                inbox.put_nowait(_WAKE)
-
-        async def read() -> None:
-            try:
-                async for request in requests:
-                    inbox.put_nowait(request)
-            except (asyncio.CancelledError, grpc.aio.AioRpcError):
-                pass
-            finally:
-                inbox.put_nowait(_CLOSED)
-
-        reader = asyncio.create_task(read(), name=f"ads-reader-{stream.stream_id}")
+        inbox = _Inbox()
+        reader = guarded_task(_read(requests, inbox), name=f"ads-reader-{stream.stream_id}")
         unsubscribe = None
         self._registry.add(stream)
         try:
-            while True:
-                item = await inbox.get()
-                if item is _CLOSED:
-                    break
-                if item is _WAKE:
-                    wake_pending = False
+            while (item := await inbox.get()) is not _Signal.CLOSED:
+                if item is _Signal.WAKE:
                     out = stream.on_snapshot()
                 else:
-                    assert isinstance(item, discovery_pb2.DiscoveryRequest)
                     if stream.node is None and not item.node.id:
                         await context.abort(
                             grpc.StatusCode.INVALID_ARGUMENT,
@@ -89,10 +121,11 @@ class AdsHandler:
                         )
                     out = stream.on_request(item, group=self._cache.group_of(item.node))
                     if unsubscribe is None:
-                        unsubscribe = self._cache.subscribe(stream.group, wake)
+                        unsubscribe = self._cache.subscribe(stream.group, inbox.wake)
                         log.info("envoy connected", stream=stream.stream_id, node_id=item.node.id)
                 for response in out:
                     await context.write(response)
+            await _end_of_requests(reader, context)
         finally:
             if unsubscribe is not None:
                 unsubscribe()

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_health.v1._async import HealthServicer
+
+# The asyncio servicer's public name (grpcio-health-checking exports it as ``health.aio``);
+# grpc-stubs' health.pyi predates it, hence the one ignore.
+from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
 from grpc_reflection.v1alpha import reflection
 
 from xds_control.cache import SnapshotCache
+from xds_control.errors import ServeError
 from xds_control.server.ads import AdsHandler
 from xds_control.server.registry import StreamRegistry
+from xds_control.xds.type_urls import ADS_SERVICE
 
-__all__ = ["ADS_SERVICE", "XdsServer"]
-
-ADS_SERVICE = "envoy.service.discovery.v3.AggregatedDiscoveryService"
+__all__ = ["XdsServer"]
 
 
 class XdsServer:
@@ -21,7 +24,7 @@ class XdsServer:
 
     def __init__(self, *, cache: SnapshotCache, registry: StreamRegistry, address: str) -> None:
         self.address = address
-        self.health = HealthServicer()
+        self.health = health_aio.HealthServicer()
         self._server = grpc.aio.server(
             options=[
                 ("grpc.max_concurrent_streams", 10_000),
@@ -35,9 +38,7 @@ class XdsServer:
         reflection.enable_server_reflection(
             (ADS_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
         )
-        self.port = self._server.add_insecure_port(address)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {address}")
+        self.port = _listen(self._server, address)
 
     async def start(self) -> None:
         """Start serving (health NOT_SERVING until ``mark_serving``)."""
@@ -54,3 +55,15 @@ class XdsServer:
         """Stop accepting streams; let open ones end within ``grace`` seconds."""
         await self.health.enter_graceful_shutdown()
         await self._server.stop(grace)
+
+
+def _listen(server: grpc.aio.Server, address: str) -> int:
+    # grpcio raises RuntimeError("Failed to bind ...") on a port in use or an address this host
+    # does not have (releases before 1.5x returned 0): either way, one error of ours.
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise ServeError(f"cannot listen on {address}: in use, or not an address here") from exc
+    if port == 0:
+        raise ServeError(f"cannot listen on {address}: in use, or not an address here")
+    return port

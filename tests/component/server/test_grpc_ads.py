@@ -1,11 +1,14 @@
-"""ADS over real gRPC on loopback: prepared bytes arrive as valid responses; health works."""
+"""ADS over real gRPC on loopback: prepared bytes arrive as valid responses; health works; a
+stream whose requests cannot be read ends with a status; a taken port is a ServeError."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import grpc
 import pytest
+import structlog
 from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -14,7 +17,8 @@ from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
 from xds_control.control import EndpointWeight, reconcile_once
 from xds_control.discovery import to_endpoints
-from xds_control.server import ADS_SERVICE, StreamRegistry, XdsServer
+from xds_control.errors import ServeError
+from xds_control.server import StreamRegistry, XdsServer
 from xds_control.xds import type_urls as urls
 
 CONFIG = parse_config(
@@ -34,13 +38,13 @@ async def test_stream_receives_pushes_and_health_serves() -> None:
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             health = health_pb2_grpc.HealthStub(channel)
-            check = await health.Check(health_pb2.HealthCheckRequest(service=ADS_SERVICE))
+            check = await health.Check(health_pb2.HealthCheckRequest(service=urls.ADS_SERVICE))
             assert check.status == health_pb2.HealthCheckResponse.NOT_SERVING
             cache.set_snapshot(
                 DEFAULT_GROUP, reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights={})
             )
             await server.mark_serving()
-            check = await health.Check(health_pb2.HealthCheckRequest(service=ADS_SERVICE))
+            check = await health.Check(health_pb2.HealthCheckRequest(service=urls.ADS_SERVICE))
             assert check.status == health_pb2.HealthCheckResponse.SERVING
 
             requests: asyncio.Queue[discovery_pb2.DiscoveryRequest] = asyncio.Queue()
@@ -102,3 +106,36 @@ async def test_first_request_without_node_is_refused() -> None:
             assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     finally:
         await server.stop(grace=0.5)
+
+
+async def test_a_request_that_cannot_be_read_ends_the_stream_with_internal() -> None:
+    registry = StreamRegistry()
+    server = XdsServer(cache=MemorySnapshotCache(), registry=registry, address="127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            call = channel.stream_stream(
+                urls.ADS_METHOD,
+                request_serializer=None,  # raw bytes: not a DiscoveryRequest
+                response_deserializer=discovery_pb2.DiscoveryResponse.FromString,
+            )()
+            with structlog.testing.capture_logs() as logs:
+                await call.write(b"\xff\xff\xff")
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await asyncio.wait_for(call.read(), 10)
+        assert info.value.code() == grpc.StatusCode.INTERNAL
+        assert "reading the request stream failed" in (info.value.details() or "")
+        crashes = [e for e in logs if e["event"] == "background task crashed"]
+        assert [e["task"] for e in crashes] == ["ads-reader-1"]
+        assert registry.describe() == []
+    finally:
+        await server.stop(grace=0.5)
+
+
+async def test_a_taken_port_is_a_serve_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(ServeError, match=f"cannot listen on {address}"):
+            XdsServer(cache=MemorySnapshotCache(), registry=StreamRegistry(), address=address)
