@@ -34,7 +34,16 @@ class Snapshot:
 
 def _total(series: _Series, **match: str) -> float | None:
     values = [v for labels, v in series if all(labels.get(k) == m for k, m in match.items())]
-    return math.fsum(values) if values else None
+    return _sum(values) if values else None
+
+
+def _sum(values: list[float]) -> float:
+    # fsum raises on what a broken exporter can send (+Inf and -Inf together, or finite
+    # values whose sum overflows); the plain sum gives NaN or inf, which the sample rejects.
+    try:
+        return math.fsum(values)
+    except (OverflowError, ValueError):
+        return sum(values)
 
 
 def _peak(series: _Series, **match: str) -> float | None:

@@ -54,6 +54,17 @@ def _number(raw: object) -> float:
     return math.nan
 
 
+def _stamp(raw: object) -> float:
+    # An evaluation time is a JSON number; a bool, a string or an integer too large for a float
+    # (``1e400`` written out) is garbage, surfaced as NaN so the reading is rejected.
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return math.nan
+    try:
+        return float(raw)
+    except OverflowError:
+        return math.nan
+
+
 def parse_vector(body: Any, *, mapper: AddressMapper) -> QueryResult:
     """Parse an ``/api/v1/query`` JSON body of result type ``vector`` into per-address
     values; raise ``ValueError`` saying what is wrong with anything else."""
@@ -77,12 +88,13 @@ def parse_vector(body: Any, *, mapper: AddressMapper) -> QueryResult:
         pair = series.get("value")
         if not isinstance(labels, dict) or not isinstance(pair, list) or len(pair) != 2:
             raise ValueError("a series lacks metric labels or a [time, value] pair")
+        if not all(isinstance(v, str) for v in labels.values()):
+            raise ValueError("a series has a label value that is not a string")
         address = mapper.address(labels)
         if address is None:
             unmapped += 1
             continue
-        stamp = pair[0]
-        at = float(stamp) if isinstance(stamp, int | float) else math.nan
+        at = _stamp(pair[0])
         value = _number(pair[1])
         # Two series on one address (e.g. a regex mapping several GPUs' exporters to one
         # server) keep the larger value: the pessimistic reading for every load signal.
@@ -205,19 +217,25 @@ class PrometheusSource:
 
     async def _query(self, query: Query) -> QueryResult:
         async with self._client.post(self._url, data={"query": query.promql}) as response:
-            text = await response.text()
+            raw = await response.read()
             # Prometheus answers 400/422/503 with a JSON error body worth logging.
             if response.status != 200:
-                raise _QueryFailed("http", f"HTTP {response.status}: {text[:200]}")
+                detail = raw[:200].decode("utf-8", errors="replace")
+                raise _QueryFailed("http", f"HTTP {response.status}: {detail}")
+        # JSON is UTF-8 whatever the Content-Type header claims; other bytes are garbage.
         try:
-            body = _loads(text)
-            return parse_vector(body, mapper=self._mapper(query))
+            return parse_vector(_loads(raw), mapper=self._mapper(query))
         except ValueError as exc:
-            raise _QueryFailed("garbage", f"{exc}; body starts {text[:120]!r}") from exc
+            start = raw[:120].decode("utf-8", errors="replace")
+            raise _QueryFailed("garbage", f"{exc}; body starts {start!r}") from exc
 
 
-def _loads(text: str) -> Any:
+def _loads(raw: bytes) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 at byte {exc.start}") from exc
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from exc
+    except RecursionError as exc:  # the C decoder recurses once per nesting level
+        raise ValueError("JSON nested too deeply") from exc
