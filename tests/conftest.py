@@ -1,10 +1,16 @@
-"""Suite-wide collection rules."""
+"""Suite-wide collection rules, and the environment the tests' processes need."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Tests start Envoy (a fork: see lab/xds_lab/__init__.py) next to in-process gRPC servers.
+# gRPC reads this once, at its first import, and pytest loads this file before any test module
+# imports gRPC; the lab's own setting would come too late when a test imports gRPC first.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 _E2E = Path(__file__).resolve().parent / "e2e"
 
