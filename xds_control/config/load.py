@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from xds_control.config.cross_checks import check_references
+from xds_control.config.document import parse_yaml, read_yaml
 from xds_control.config.root import Config
 from xds_control.errors import ConfigError
 
@@ -47,17 +47,22 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
     return problems
 
 
-def parse_config(*, text: str, source: str = "") -> Config:
-    """Validate YAML text into a ``Config``; raise ``ConfigError`` listing every problem."""
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError([("", f"not valid YAML: {exc}")], source=source) from exc
+def parse_config(*, text: str | bytes, source: str = "") -> Config:
+    """Validate YAML text (or bytes, which must be UTF-8) into a ``Config``; raise
+    ``ConfigError`` listing every problem."""
+    return _to_config(parse_yaml(text, source=source), source=source)
+
+
+def _to_config(data: Any, *, source: str) -> Config:
     if data is None:
         raise ConfigError([("", "the file is empty")], source=source)
     if not isinstance(data, dict):
         kind = type(data).__name__
         raise ConfigError([("", f"expected a mapping at the top, got {kind}")], source=source)
+    if keys := [repr(k) for k in data if not isinstance(k, str)]:
+        raise ConfigError(
+            [("", f"top-level keys must be names, got {', '.join(keys)}")], source=source
+        )
     try:
         config = Config(**data)
     except ValidationError as exc:
@@ -69,24 +74,16 @@ def parse_config(*, text: str, source: str = "") -> Config:
 
 
 def load_config(path: Path) -> Config:
-    """Read and validate the config file at ``path`` (blocking: call it off the event loop)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], source=str(path)) from exc
-    return parse_config(text=text, source=str(path))
+    """Read and validate the config file at ``path`` (blocking: call it off the event loop).
+    Whatever the file holds, the only error is a ``ConfigError`` naming it."""
+    return _to_config(read_yaml(path), source=str(path))
 
 
 def load_model(path: Path, model: type[M]) -> M:
     """Read a YAML file into ``model`` (fleet files, scenarios); ``ConfigError`` names the
     field, as for the main config."""
     source = str(path)
-    try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], source=source) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError([("", f"not valid YAML: {exc}")], source=source) from exc
+    data = read_yaml(path)
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as exc:

@@ -7,14 +7,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from xds_control.config import EndpointConfig
+from xds_control.config.document import parse_yaml, read_bytes
 from xds_control.config.load import validation_problems
 from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.static import to_endpoints
-from xds_control.errors import DiscoveryError
+from xds_control.errors import ConfigError, DiscoveryError
 
 __all__ = ["FileSource", "FileStamp", "file_stamp", "parse_endpoints_file"]
 
@@ -33,13 +33,14 @@ class _EndpointsFile(BaseModel):
     endpoints: tuple[EndpointConfig, ...]
 
 
-def parse_endpoints_file(*, text: str, source: str) -> tuple[Endpoint, ...]:
-    """Validate an endpoints file's text; raise ``DiscoveryError`` naming the field."""
+def parse_endpoints_file(*, text: str | bytes, source: str) -> tuple[Endpoint, ...]:
+    """Validate an endpoints file's text (bytes must be UTF-8); raise ``DiscoveryError`` naming
+    the field, and nothing else whatever the bytes."""
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = parse_yaml(text, source=source)
         parsed = _EndpointsFile.model_validate(data if data is not None else {})
-    except yaml.YAMLError as exc:
-        raise DiscoveryError(f"{source}: not valid YAML: {exc}") from exc
+    except ConfigError as exc:
+        raise DiscoveryError(str(exc)) from exc
     except ValidationError as exc:
         detail = "; ".join(f"{path}: {msg}" for path, msg in validation_problems(exc))
         raise DiscoveryError(f"{source}: {detail}") from exc
@@ -61,7 +62,14 @@ class FileSource:
         except OSError as exc:
             raise DiscoveryError(f"{self._path}: cannot read: {exc.strerror}") from exc
         if stamp != self._stamp:
-            text = await asyncio.to_thread(self._path.read_text, encoding="utf-8")
-            self._endpoints = parse_endpoints_file(text=text, source=str(self._path))
+            data = await asyncio.to_thread(_read, self._path)
+            self._endpoints = parse_endpoints_file(text=data, source=str(self._path))
             self._stamp = stamp
         return self._endpoints
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return read_bytes(path)
+    except ConfigError as exc:
+        raise DiscoveryError(str(exc)) from exc
