@@ -1,7 +1,8 @@
 """Engine: pure functions from signals to endpoint weights (1..100) with their explanation."""
 
-from xds_control.engine.compute import WEIGHT_SIGNALS, changed_meaningfully, compute_weights
+from xds_control.engine.compute import changed_meaningfully, compute_weights
 from xds_control.engine.decision import Factors, WeightDecision
+from xds_control.engine.inputs import WEIGHT_SIGNALS
 
 __all__ = [
     "WEIGHT_SIGNALS",

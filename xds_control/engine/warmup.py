@@ -9,9 +9,16 @@ change, only the number of pushes.
 
 from __future__ import annotations
 
-from xds_control.config import WeightPolicy
+from dataclasses import dataclass
 
-__all__ = ["warmup_multiplier", "warmup_start"]
+import numpy as np
+
+from xds_control.config import WeightPolicy
+from xds_control.engine.columns import Column, or_none, rows
+from xds_control.engine.inputs import Inputs
+from xds_control.signals import Signal
+
+__all__ = ["Ramp", "ramp", "warmup_multiplier", "warmup_start"]
 
 
 def warmup_start(
@@ -44,3 +51,50 @@ def warmup_multiplier(*, warmup_from: float | None, now: float, policy: WeightPo
         return 1.0
     start = policy.warmup_start_fraction
     return start + (1.0 - start) * max(progress, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Ramp:
+    """Every endpoint's warm-up this cycle, and what the next cycle needs to continue it."""
+
+    warm: Column
+    """Multiplier in (0, 1]; 1 when not warming up."""
+    warmup_from: Column
+    """When the current warm-up began; NaN when not warming up."""
+    first_seen_at: Column
+    """When the engine first saw the endpoint; NaN if present since the engine started."""
+    started_at: Column
+    """Last seen process start time; NaN if never seen."""
+
+
+def ramp(inputs: Inputs, *, starting: bool, now: float, policy: WeightPolicy) -> Ramp:
+    """Warm-up of every endpoint. ``starting``: the engine's first cycle (nothing ramps)."""
+    started = inputs.signal(Signal.STARTED_AT)
+    last_started = inputs.last("started_at")
+    known = inputs.known
+    first_seen = np.where(known, inputs.last("first_seen_at"), np.nan if starting else now)
+    warm = np.ones(len(inputs.addresses))
+    warmup_from = np.full(len(inputs.addresses), np.nan)
+    # Only an endpoint that is new, restarted or already ramping can be warming up: one whose
+    # warm-up ended keeps its full share even if ``warmup_s`` grows later.
+    restarted = (started == started) & (started != last_started)
+    for row in rows(
+        ~known | (inputs.last("warmup_from") == inputs.last("warmup_from")) | restarted
+    ):
+        prev = inputs.previous[row]
+        start = warmup_start(
+            warmup_from=prev.warmup_from if prev is not None else None,
+            first_seen_at=or_none(first_seen[row]),
+            started_before=prev.started_at if prev is not None else None,
+            started_now=or_none(started[row]),
+            now=now,
+        )
+        warm[row] = multiplier = warmup_multiplier(warmup_from=start, now=now, policy=policy)
+        if start is not None and multiplier < 1.0:
+            warmup_from[row] = start
+    return Ramp(
+        warm=warm,
+        warmup_from=warmup_from,
+        first_seen_at=first_seen,
+        started_at=np.where(started == started, started, last_started),
+    )

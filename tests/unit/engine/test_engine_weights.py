@@ -14,14 +14,6 @@ from hypothesis import strategies as st
 from xds_control.config import Engine, Pool, WeightPolicy
 from xds_control.discovery import Endpoint, Health
 from xds_control.engine import WeightDecision, changed_meaningfully, compute_weights
-from xds_control.engine.factors import (
-    capacity_factor,
-    gpu_memory_factor,
-    kv_factor,
-    prefix_factor,
-    queue_factor,
-    slo_factor,
-)
 from xds_control.signals import Sample, Signal
 
 NOW = 1_700_000_000.0
@@ -176,46 +168,23 @@ def test_better_slo_compliance_never_lowers_a_weight(
     step=st.floats(1e-4, 1.0),
     best_step=st.floats(1e-4, 1.0),
     waiting=st.floats(0, 5000),
-    kv=unit,
-    hits=unit,
-    gpu=unit,
-    slo=unit,
     slots=st.floats(1, 1024),
+    more=st.floats(0, 5000),
 )
-def test_compute_matches_the_factor_functions(
-    step: float,
-    best_step: float,
-    waiting: float,
-    kv: float,
-    hits: float,
-    gpu: float,
-    slo: float,
-    slots: float,
+def test_a_slower_or_busier_server_never_gets_more_weight(
+    step: float, best_step: float, waiting: float, slots: float, more: float
 ) -> None:
-    p = POOL.weights
     e, other = endpoint(1), endpoint(2)
-    samples = {
-        e.address: sample(
-            e.address,
-            decode_step_s=step,
-            waiting=waiting,
-            kv_usage=kv,
-            prefix_hit_ratio=hits,
-            gpu_memory_used=gpu,
-            slo_ttft=slo,
-            batch_slots=slots,
-        ),
-        other.address: sample(other.address, decode_step_s=best_step, batch_slots=slots),
-    }
-    f = run(POOL, [e, other], samples)[e.address].factors
-    relative = (slots / step) / max(slots / step, slots / best_step)
-    assert math.isclose(f.capacity, capacity_factor(relative, exponent=p.capacity_exponent))
-    expected_queue = queue_factor(waiting, slots=slots, exponent=p.queue_exponent)
-    assert math.isclose(f.queue, expected_queue)
-    assert math.isclose(f.kv, kv_factor(kv, coefficient=p.kv_coefficient))
-    assert math.isclose(f.prefix, prefix_factor(hits, coefficient=p.prefix_coefficient))
-    assert math.isclose(f.gpu_memory, gpu_memory_factor(gpu, coefficient=p.gpu_memory_coefficient))
-    assert math.isclose(f.slo, slo_factor(slo, coefficient=p.slo_coefficient))
+
+    def weight_of(step: float, waiting: float) -> int:
+        samples = {
+            e.address: sample(e.address, decode_step_s=step, waiting=waiting, batch_slots=slots),
+            other.address: sample(other.address, decode_step_s=best_step, batch_slots=slots),
+        }
+        return run(POOL, [e, other], samples)[e.address].weight
+
+    assert weight_of(step * 2, waiting) <= weight_of(step, waiting)
+    assert weight_of(step, waiting + more) <= weight_of(step, waiting)
 
 
 def test_capacity_queue_and_kv_drive_the_weight() -> None:
@@ -361,7 +330,7 @@ def test_configured_batch_slots_scale_capacity_when_the_server_does_not_export_t
     small = Endpoint(address="10.0.0.2:8000", host="10.0.0.2", port=8000, weight=10, batch_slots=64)
     eps = [big, small]
     decisions: dict[str, WeightDecision] = {}
-    for t in range(3):  # the second cycle on goes through the vectorised path
+    for t in range(3):  # the first cycle decides new endpoints, the next ones known ones
         now = NOW + t
         samples = {e.address: sample(e.address, at=now, decode_step_s=0.02) for e in eps}
         decisions = run(POOL, eps, samples, decisions, now=now)

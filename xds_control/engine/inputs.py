@@ -1,0 +1,162 @@
+"""A pool's endpoints as columns: fresh readings and the previous decisions' state.
+
+The engine's arithmetic runs once per column with NumPy instead of once per endpoint in the
+interpreter (at 10,000 endpoints that was most of a cycle). This is the one loop over the
+endpoints that pulls Python values out of the samples and the previous decisions.
+
+A missing value is NaN: no fresh reading, or no previous decision (or a ``None`` in it).
+Readings are validated (``Sample.build``/``make_reading`` reject NaN), so NaN can only mean
+"missing".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+
+import numpy as np
+
+from xds_control.discovery import Endpoint
+from xds_control.engine.columns import Column, Mask
+from xds_control.engine.decision import WeightDecision
+from xds_control.signals import Sample, Signal
+
+__all__ = ["SIGNALS", "STATE", "WEIGHT_SIGNALS", "Inputs", "gather"]
+
+_WEIGHT = (
+    Signal.DECODE_STEP_S,
+    Signal.BATCH_SLOTS,
+    Signal.WAITING,
+    Signal.KV_USAGE,
+    Signal.PREFIX_HIT_RATIO,
+    Signal.GPU_MEMORY_USED,
+    Signal.SLO_TTFT,
+    Signal.RUNNING,
+)
+WEIGHT_SIGNALS = frozenset(_WEIGHT)
+"""Signals that make an endpoint's data fresh; ``up`` or a start time alone do not."""
+
+SIGNALS = (*_WEIGHT, Signal.UP, Signal.ERROR_RATIO, Signal.STARTED_AT)
+"""Row order of ``Inputs.fresh``: the weight signals first."""
+
+_NUMBERS = ("smoothed", "weight", "candidate", "candidate_since")
+_OPTIONAL = ("capacity_estimate", "capacity_recent", "started_at", "warmup_from", "first_seen_at")
+STATE = (*_NUMBERS, *_OPTIONAL)
+"""Row order of ``Inputs.state``: what the next cycle needs of a decision, then its factors."""
+
+_NAN = float("nan")
+_NANS = (_NAN,) * len(SIGNALS)
+_NO_NUMBERS = (_NAN,) * (len(_NUMBERS) + 7)
+_NO_OPTIONAL = (_NAN,) * len(_OPTIONAL)
+_numbers_of = attrgetter(*_NUMBERS)
+_optional_of = attrgetter(*_OPTIONAL)
+_NONE: dict[Signal, float] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """Row ``i`` of every column belongs to ``addresses[i]``."""
+
+    addresses: list[str]
+    samples: list[Sample | None]
+    previous: list[WeightDecision | None]
+    fresh: Column
+    """Shape (len(SIGNALS), n): fresh readings by signal."""
+    state: Column
+    """Shape (len(STATE) + 7, n): the previous decision's ``STATE``, then its seven factors."""
+    fallback_slots: Column
+    """Batch slots when none are exported: the endpoint's configured, else the pool's."""
+    failures: Column
+    """Consecutive failed direct scrapes."""
+
+    def signal(self, signal: Signal) -> Column:
+        """The fresh readings of ``signal``."""
+        readings: Column = self.fresh[SIGNALS.index(signal)]
+        return readings
+
+    def last(self, name: str) -> Column:
+        """The previous decisions' ``name`` (a ``STATE`` field)."""
+        values: Column = self.state[STATE.index(name)]
+        return values
+
+    @property
+    def known(self) -> Mask:
+        """Rows with a previous decision (its weight is never missing)."""
+        weight = self.last("weight")
+        known: Mask = weight == weight
+        return known
+
+    @property
+    def stale(self) -> Mask:
+        """Rows with no weight signal fresh."""
+        weight = self.fresh[: len(_WEIGHT)]
+        stale: Mask = np.all(weight != weight, axis=0)
+        return stale
+
+    @property
+    def last_factors(self) -> Column:
+        """The previous decisions' factors, shape (7, n), in ``Factors`` field order."""
+        return self.state[len(STATE) :]
+
+
+def _fresh(sample: Sample | None, *, since: float) -> Mapping[Signal, float]:
+    if sample is None:
+        return _NONE
+    if sample.oldest_at >= since:
+        return sample.values
+    return {s: r.value for s, r in sample.readings.items() if r.observed_at >= since}
+
+
+def gather(
+    *,
+    endpoints: Sequence[Endpoint],
+    samples: Mapping[str, Sample],
+    previous: Mapping[str, WeightDecision],
+    since: float,
+    default_slots: float,
+) -> Inputs:
+    """The readings observed at or after ``since``, and the previous decisions, as columns."""
+    addresses = [endpoint.address for endpoint in endpoints]
+    row_samples = list(map(samples.get, addresses))
+    prevs = list(map(previous.get, addresses))
+    values: list[float] = []
+    numbers: list[float] = []
+    optional: list[float | None] = []
+    put_values, put_numbers, put_optional = values.extend, numbers.extend, optional.extend
+    for sample, prev in zip(row_samples, prevs, strict=True):
+        if sample is not None and sample.oldest_at >= since:  # the common case, without a call
+            put_values(map(sample.values.get, SIGNALS, _NANS))
+        else:
+            put_values(map(_fresh(sample, since=since).get, SIGNALS, _NANS))
+        if prev is None:
+            put_numbers(_NO_NUMBERS)
+            put_optional(_NO_OPTIONAL)
+        else:
+            put_numbers(_numbers_of(prev))
+            put_numbers(prev.factors)
+            put_optional(_optional_of(prev))
+    # Values that may be None apart: a None anywhere in a list slows np.array 4x.
+    numbers_by_row = _rows(numbers, len(_NO_NUMBERS))
+    optional_by_row = _rows([_NAN if v is None else v for v in optional], len(_OPTIONAL))
+    n_numbers = len(_NUMBERS)
+    return Inputs(
+        addresses=addresses,
+        samples=row_samples,
+        previous=prevs,
+        fresh=_rows(values, len(SIGNALS)),
+        state=np.vstack((numbers_by_row[:n_numbers], optional_by_row, numbers_by_row[n_numbers:])),
+        fallback_slots=np.array(
+            [endpoint.batch_slots or default_slots for endpoint in endpoints], dtype=np.float64
+        ),
+        failures=np.array(
+            [0 if s is None else s.scrape_failures for s in row_samples], dtype=np.float64
+        ),
+    )
+
+
+def _rows(values: list[float], width: int) -> Column:
+    """Values laid out endpoint by endpoint (``width`` each) as one row per field."""
+    flat = np.fromiter(values, dtype=np.float64, count=len(values))
+    by_field: Column = flat.reshape(len(values) // width, width).T.copy()
+    return by_field

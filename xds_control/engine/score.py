@@ -1,0 +1,72 @@
+"""An endpoint's factors and score: each factor from its fresh reading, else kept from last cycle.
+
+A factor whose signal is missing this cycle keeps its last value (neutral 1.0 for a new
+endpoint; capacity: the pool's typical relative capacity). A stale endpoint, with no weight
+signal fresh at all, keeps all of its last factors, the engine's base included, and a new
+stale endpoint has neutral ones: it gets the base weight (``staleness.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xds_control.config import WeightPolicy
+from xds_control.engine.capacity import Capacity
+from xds_control.engine.columns import Column, Mask
+from xds_control.engine.factors import (
+    capacity_factor,
+    gpu_memory_factor,
+    kv_factor,
+    prefix_factor,
+    queue_factor,
+    slo_factor,
+)
+from xds_control.engine.inputs import Inputs
+from xds_control.signals import Signal
+
+__all__ = ["product", "score_factors"]
+
+# Below this the typical relative capacity is garbage (one absurd reading set the best).
+_MIN_TYPICAL = 1e-6
+
+
+def score_factors(
+    inputs: Inputs, capacity: Capacity, *, stale: Mask, engine_base: float, policy: WeightPolicy
+) -> Column:
+    """The seven factors of every endpoint, shape (7, n), in ``Factors`` field order."""
+    known = inputs.known
+    if capacity.best > 0.0:  # capacities can underflow to 0 on garbage
+        relative = capacity.estimate / capacity.best  # best >= estimate >= 0: in [0, 1]
+    else:
+        relative = np.full(len(inputs.addresses), np.nan)
+    # An endpoint with no capacity reading and none before is assumed typical.
+    typical = max(capacity.typical, _MIN_TYPICAL)
+    relative = np.where((relative == relative) | known | stale, relative, typical)
+    waiting = inputs.signal(Signal.WAITING)
+    kv = inputs.signal(Signal.KV_USAGE)
+    hits = inputs.signal(Signal.PREFIX_HIT_RATIO)
+    gpu = inputs.signal(Signal.GPU_MEMORY_USED)
+    slo = inputs.signal(Signal.SLO_TTFT)
+    readings = (relative, waiting, kv, hits, gpu, slo)
+    computed = (
+        capacity_factor(relative, exponent=policy.capacity_exponent),
+        queue_factor(waiting, slots=capacity.slots, exponent=policy.queue_exponent),
+        kv_factor(kv, coefficient=policy.kv_coefficient),
+        prefix_factor(hits, coefficient=policy.prefix_coefficient),
+        gpu_memory_factor(gpu, coefficient=policy.gpu_memory_coefficient),
+        slo_factor(slo, coefficient=policy.slo_coefficient),
+    )
+    last = inputs.last_factors
+    factors = np.empty((7, len(inputs.addresses)))
+    for row, (reading, value) in enumerate(zip(readings, computed, strict=True)):
+        kept = np.where(known, last[row], 1.0)
+        factors[row] = np.where(reading == reading, value, kept)
+    factors[6] = np.where(stale & known, last[6], engine_base)
+    return factors
+
+
+def product(factors: Column) -> Column:
+    """The score: the product of the factors, in (0, 1]."""
+    capacity, queue, kv, prefix, gpu_memory, slo, engine = factors
+    score: Column = capacity * queue * kv * prefix * gpu_memory * slo * engine
+    return score
