@@ -1,9 +1,14 @@
-"""Named, guarded background tasks: a crash is logged, never silent."""
+"""Named, guarded background tasks: a crash is logged, never silent.
+
+A task the process cannot do without (the control loop, the scraper) passes ``on_crash``: the
+caller then fails readiness and exits non-zero, so a supervisor restarts the process instead of
+it serving a frozen snapshot forever.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import structlog
@@ -16,15 +21,24 @@ _running: set[asyncio.Task[Any]] = set()
 started from a request handler, say) is kept here until it ends, so it cannot vanish midway."""
 
 
-def guarded_task(coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
-    """Start ``coro`` as a task called ``name``; an exception is logged when it ends."""
+def guarded_task(
+    coro: Coroutine[Any, Any, Any],
+    *,
+    name: str,
+    on_crash: Callable[[str, BaseException], None] | None = None,
+) -> asyncio.Task[Any]:
+    """Start ``coro`` as a task called ``name``; an exception is logged when it ends, and
+    ``on_crash(name, exception)`` is called (cancellation is not a crash)."""
     task = asyncio.create_task(coro, name=name)
     _running.add(task)
 
     def report(done: asyncio.Task[Any]) -> None:
         _running.discard(done)
-        if not done.cancelled() and (exc := done.exception()) is not None:
-            log.error("background task crashed", task=name, exc_info=exc)
+        if done.cancelled() or (exc := done.exception()) is None:
+            return
+        log.error("background task crashed", task=name, exc_info=exc)
+        if on_crash is not None:
+            on_crash(name, exc)
 
     task.add_done_callback(report)
     return task

@@ -27,9 +27,13 @@ class AdminServer:
         cache: SnapshotCache,
         registry: StreamRegistry,
         engine: Callable[[], EngineView] | None = None,
+        failure: Callable[[], str | None] | None = None,
     ) -> None:
+        """``failure`` says why the process is not ready although it serves a snapshot (a
+        critical task died; the process is about to exit), or ``None``."""
         self._address = parse_host_port(address)
         self._engine = engine
+        self._failure = failure
         self._state = state
         self._cache = cache
         self._registry = registry
@@ -69,6 +73,8 @@ class AdminServer:
         return web.Response(text="ok\n")
 
     async def _readyz(self, request: web.Request) -> web.Response:
+        if self._failure is not None and (why := self._failure()) is not None:
+            return web.Response(status=503, text=f"{why}\n")
         if self._cache.snapshot(DEFAULT_GROUP) is None:
             return web.Response(status=503, text="no snapshot published yet\n")
         return web.Response(text="ready\n")

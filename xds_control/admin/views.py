@@ -21,6 +21,7 @@ def status_view(state: LoopState) -> dict[str, Any]:
         "config_path": str(state.config_path),
         "config_error": state.config_error,
         "discovery_errors": dict(state.discovery_errors),
+        "errors": dict(state.errors),
         **state.config.summary(),
     }
 

@@ -21,13 +21,22 @@ from xds_control.errors import ConfigError
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.tasks import guarded_task
 
-__all__ = ["command", "serve"]
+__all__ = ["EXIT_CRASHED", "command", "serve"]
 
 log = structlog.get_logger(__name__)
 
+EXIT_CRASHED = 1
+"""``serve``'s exit code when a task it cannot run without died (a supervisor restarts it)."""
 
-async def serve(*, config: Config, config_path: Path, xds_address: str, admin_address: str) -> None:
-    """Run until SIGINT or SIGTERM; then stop the producers first, then the servers."""
+
+async def serve(*, config: Config, config_path: Path, xds_address: str, admin_address: str) -> int:
+    """Run until SIGINT or SIGTERM (exit code 0) or until a critical task dies
+    (``EXIT_CRASHED``); then stop the producers first, then the servers.
+
+    Both servers listen from the start, but health (gRPC and ``/readyz``) says SERVING only
+    once the first snapshot exists: with the weight engine on, that may wait for the engine's
+    state file or for one round of signals (``restart``). Envoys that connect meanwhile get
+    nothing, so they keep running what they have."""
     cache = MemorySnapshotCache()
     registry = StreamRegistry()
     client = aiohttp.ClientSession()
@@ -39,35 +48,59 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         weigher=weigher,
         on_signals_change=lambda new: weigher.configure(client=client, signals=new.signals),
     )
-    await loop.step()  # the first snapshot exists before any Envoy can connect
+    stop = asyncio.Event()
+    crashed: list[str] = []
+
+    def on_crash(name: str, exc: BaseException) -> None:
+        crashed.append(f"{name} crashed: {type(exc).__name__}: {exc}")
+        stop.set()
+
     xds = XdsServer(cache=cache, registry=registry, address=xds_address)
     admin = AdminServer(
-        address=admin_address, state=loop.state, cache=cache, registry=registry, engine=weigher.view
+        address=admin_address,
+        state=loop.state,
+        cache=cache,
+        registry=registry,
+        engine=weigher.view,
+        failure=lambda: crashed[0] if crashed else None,
     )
     await xds.start()
-    await xds.mark_serving()
     await admin.start()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+    tasks = [
+        guarded_task(loop.run(), name="control-loop", on_crash=on_crash),
+        guarded_task(loop.scrape_forever(), name="signals-scrape", on_crash=on_crash),
+    ]
     log.info(
-        "serving",
+        "listening; serving once the first snapshot exists",
         xds_address=xds_address,
         xds_port=xds.port,
         admin_address=admin_address,
         admin_port=admin.port,
-        version=loop.state.version,
     )
-    stop = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        asyncio.get_running_loop().add_signal_handler(signum, stop.set)
-    reconcile = guarded_task(loop.run(), name="control-loop")
     try:
-        await stop.wait()
+        if await _first_of(loop.published, stop) is loop.published:
+            await xds.mark_serving()
+            log.info("serving", version=loop.state.version)
+            await stop.wait()
     finally:
-        log.info("stopping")
-        reconcile.cancel()
-        await asyncio.gather(reconcile, return_exceptions=True)
+        log.info("stopping", reason=crashed[0] if crashed else "signal")
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await xds.stop(grace=2.0)
         await admin.stop()
         await client.close()
+    return EXIT_CRASHED if crashed else 0
+
+
+async def _first_of(*events: asyncio.Event) -> asyncio.Event:
+    waits = {asyncio.create_task(e.wait()): e for e in events}
+    done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    return waits[next(iter(done))]
 
 
 def command(
@@ -90,19 +123,22 @@ def command(
 ) -> None:
     """Serve CDS/EDS/LDS/RDS over ADS; reload the config and endpoints files on change."""
     app: App = ctx.obj
+    # Each problem under its own name: a flag's under the flag, the file's under the file.
+    problems = [
+        f"{flag}: {problem}"
+        for flag, value in (("--xds-address", xds_address), ("--admin-address", admin_address))
+        if value is not None and (problem := _address_problem(value)) is not None
+    ]
+    loaded: Config | None = None
     try:
         loaded = load_config(config)
-        for flag, value in (("--xds-address", xds_address), ("--admin-address", admin_address)):
-            if value is not None:
-                try:
-                    parse_host_port(value)
-                except ValueError as exc:
-                    raise ConfigError([(flag, str(exc))]) from None
     except ConfigError as exc:
-        for path, message in exc.problems:
-            app.err.print(f"{config}: {path or '(file)'}: {message}", markup=False)
-        raise typer.Exit(EXIT_INVALID) from None
-    asyncio.run(
+        problems += [f"{config}: {path or '(file)'}: {message}" for path, message in exc.problems]
+    if loaded is None or problems:
+        for line in problems:
+            app.err.print(line, markup=False, highlight=False)
+        raise typer.Exit(EXIT_INVALID)
+    code = asyncio.run(
         serve(
             config=loaded,
             config_path=config,
@@ -110,3 +146,13 @@ def command(
             admin_address=admin_address or loaded.admin_address,
         )
     )
+    if code:
+        raise typer.Exit(code)
+
+
+def _address_problem(value: str) -> str | None:
+    try:
+        parse_host_port(value)
+    except ValueError as exc:
+        return str(exc)
+    return None

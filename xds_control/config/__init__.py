@@ -17,6 +17,7 @@ from xds_control.config.model import (
     Route,
     RouteMatch,
 )
+from xds_control.config.restart import RestartConfig
 from xds_control.config.root import ENV_PREFIX, Config
 from xds_control.config.signals import EndpointMapping, ScrapeConfig, SignalsConfig
 from xds_control.config.weights import EngineBaseWeights, HealthPolicy, WeightPolicy
@@ -38,6 +39,7 @@ __all__ = [
     "LoadBalancing",
     "OutlierDetection",
     "Pool",
+    "RestartConfig",
     "RetryPolicy",
     "Route",
     "RouteMatch",

@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from xds_control.config.address import IpPort
 from xds_control.config.model import Listener, Pool
+from xds_control.config.restart import RestartConfig
 from xds_control.config.signals import SignalsConfig
 
 __all__ = ["ENV_PREFIX", "Config"]
@@ -42,6 +43,10 @@ class Config(BaseSettings):
     signals: SignalsConfig = Field(
         default_factory=SignalsConfig,
         description="Where endpoint signals come from (Prometheus, direct scrape).",
+    )
+    restart: RestartConfig = Field(
+        default_factory=RestartConfig,
+        description="What a restart keeps of the weight engine (state file, first-publish wait).",
     )
 
     @classmethod

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypeVar
 
 import structlog
 
@@ -17,10 +18,12 @@ from xds_control.control.metrics import (
     CONFIG_RELOADS,
     DISCOVERY_ERRORS,
     LAST_PUBLISH,
+    LOOP_ERRORS,
     SNAPSHOT_INFO,
     SNAPSHOTS_PUBLISHED,
 )
 from xds_control.control.reconcile import EndpointWeight, reconcile_once
+from xds_control.control.warm_start import WarmStart
 from xds_control.control.weigher import Weigher, targets_of
 from xds_control.discovery import (
     Endpoint,
@@ -30,12 +33,13 @@ from xds_control.discovery import (
     StaticSource,
     file_stamp,
 )
-from xds_control.errors import ConfigError, DiscoveryError, SnapshotError
-from xds_control.tasks import guarded_task
+from xds_control.errors import ConfigError, DiscoveryError
 
 __all__ = ["ControlLoop", "LoopState", "endpoint_source"]
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
+_FAILED: Final = object()
 
 
 def _stamp(path: Path) -> FileStamp | None:
@@ -61,6 +65,9 @@ class LoopState:
     config_path: Path
     config_error: str | None = None
     discovery_errors: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    """Phase (config, endpoints, weights, publish, state) -> the unexpected error of its last
+    run; the phase's last good result is kept."""
     endpoints: dict[str, tuple[Endpoint, ...]] = field(default_factory=dict)
     version: str = ""
     published_at: float = 0.0
@@ -69,7 +76,9 @@ class LoopState:
 class ControlLoop:
     """Every reconcile period (``signals.reconcile_period_s``): reload the config if its file
     changed, fetch endpoints, let the weigher decide weights, publish if anything changed. A bad
-    edit is logged and rejected, and the last good config and endpoints keep being served."""
+    edit is logged and rejected, and the last good config and endpoints keep being served; an
+    unexpected error in one phase is logged and shown (``state.errors``), never stops the loop.
+    With the engine on, nothing is published before the engine has weights (``WarmStart``)."""
 
     def __init__(
         self,
@@ -82,6 +91,7 @@ class ControlLoop:
     ) -> None:
         self.state = LoopState(config=config, config_path=config_path)
         self.weigher = weigher
+        self._warm = WarmStart(weigher=weigher, config_path=config_path) if weigher else None
         self._on_signals_change = on_signals_change
         self._cache = cache
         self._stamp = _stamp(config_path)
@@ -90,50 +100,84 @@ class ControlLoop:
         self._last_inputs: tuple[Config, dict[str, tuple[Endpoint, ...]], dict[str, Any]] | None = (
             None
         )
+        self._last_weights: dict[str, EndpointWeight] | None = None
 
     def _make_sources(self, config: Config) -> dict[str, EndpointSource]:
         base = self.state.config_path.parent
         return {pool.name: endpoint_source(pool, base=base) for pool in config.pools}
 
-    async def run(self) -> None:
-        """Reconcile forever (and scrape, on the fast path); never raises for bad input."""
-        scraper = guarded_task(self._scrape_forever(), name="signals-scrape")
-        try:
-            while True:
-                await self.step()
-                await asyncio.sleep(self.state.config.signals.reconcile_period_s)
-        finally:
-            scraper.cancel()
+    async def resume(self) -> None:
+        """Resume the engine from its state file, or start waiting for signals (engine on)."""
+        if self._warm is not None and self.weigher is not None and self.weigher.enabled:
+            await self._warm.resume(self.state.config)
 
-    async def _scrape_forever(self) -> None:
-        # The fast path: sub-second scrapes of each endpoint's /metrics, read by the next step.
+    async def run(self) -> None:
+        """``resume``, then reconcile forever; never raises for bad input."""
+        await self.resume()
+        while True:
+            await self.step()
+            await asyncio.sleep(self.state.config.signals.reconcile_period_s)
+
+    async def scrape_forever(self) -> None:
+        """The fast path: sub-second scrapes of each endpoint's /metrics, read by the next step.
+        A failing endpoint is that endpoint's problem; anything else is logged and retried."""
         while True:
             scrape = self.weigher.scrape if self.weigher is not None else None
             if scrape is not None:
-                await scrape.fetch(targets_of(self.state.config, self.state.endpoints))
+                targets = targets_of(self.state.config, self.state.endpoints)
+                await self._phase("scrape", functools.partial(scrape.fetch, targets))
             await asyncio.sleep(self.state.config.signals.scrape.interval_s)
 
     async def step(self) -> None:
         """One pass: reload the config if its file changed, fetch endpoints, decide weights,
-        publish."""
-        await self._reload_config()
-        await self._fetch_endpoints()
+        publish, save the engine's state. Each phase that fails keeps its last good result."""
+        await self._phase("config", self._reload_config)
+        await self._phase("endpoints", self._fetch_endpoints)
+        weights = await self._phase("weights", self._weights)
+        if weights is _FAILED:
+            weights = self._last_weights  # publish config and endpoint changes all the same
+        if weights is None:
+            return  # the engine has no weights yet: publish nothing rather than made-up ones
+        assert isinstance(weights, dict)
+        await self._phase("publish", lambda: self._publish(weights))
+        if self._warm is not None and self._last_weights is not None:
+            warm, state = self._warm, self.state
+            await self._phase(
+                "state",
+                lambda: warm.save(config=state.config, version=state.version, weights=weights),
+            )
+
+    async def _phase(self, name: str, action: Callable[[], Awaitable[T]]) -> T | object:
+        try:
+            result = await action()
+        except Exception as exc:  # no input may stop the loop
+            LOOP_ERRORS.labels(phase=name).inc()
+            message = f"{type(exc).__name__}: {exc}"
+            if self.state.errors.get(name) != message:
+                log.error("phase failed; keeping its last good result", phase=name, exc_info=exc)
+            self.state.errors[name] = message
+            if name == "config":
+                self.state.config_error = message
+            return _FAILED
+        self.state.errors.pop(name, None)
+        return result
+
+    async def _weights(self) -> dict[str, EndpointWeight] | None:
+        weigher, state = self.weigher, self.state
+        if weigher is None or self._warm is None or not weigher.enabled:
+            return {}
+        await weigher.fetch(config=state.config, endpoints=state.endpoints)
+        return self._warm.weights(config=state.config, endpoints=state.endpoints)
+
+    async def _publish(self, weights: dict[str, EndpointWeight]) -> None:
         state = self.state
-        weights: dict[str, EndpointWeight] = {}
-        if self.weigher is not None and self.weigher.enabled:
-            decisions = await self.weigher.weigh(config=state.config, endpoints=state.endpoints)
-            weights = {a: EndpointWeight(d.weight, d.health) for a, d in decisions.items()}
         inputs = (state.config, dict(state.endpoints), weights)
         if inputs == self._last_inputs:
             return  # same config, endpoints and weights: the same snapshot, not worth building
-        try:
-            snapshot = reconcile_once(
-                config=state.config, endpoints=state.endpoints, weights=weights
-            )
-        except SnapshotError as exc:
-            log.error("snapshot is inconsistent; keeping the last one", error=str(exc))
-            return
+        # A SnapshotError (inconsistent snapshot) is this phase's error: the last one stays.
+        snapshot = reconcile_once(config=state.config, endpoints=state.endpoints, weights=weights)
         self._last_inputs = inputs
+        self._last_weights = weights
         if self._cache.set_snapshot(DEFAULT_GROUP, snapshot):
             state.version = snapshot.version
             state.published_at = time.time()
@@ -175,12 +219,16 @@ class ControlLoop:
         for name, source in self._sources.items():
             try:
                 state.endpoints[name] = await source.fetch()
-            except DiscoveryError as exc:
+            except Exception as exc:  # one pool's must not stop the others
                 DISCOVERY_ERRORS.labels(pool=name).inc()
-                if state.discovery_errors.get(name) != str(exc):
+                message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
+                if state.discovery_errors.get(name) != message:
                     log.error(
-                        "endpoints rejected; keeping the last good set", pool=name, error=str(exc)
+                        "endpoints rejected; keeping the last good set",
+                        pool=name,
+                        error=message,
+                        exc_info=None if isinstance(exc, DiscoveryError) else exc,
                     )
-                state.discovery_errors[name] = str(exc)
+                state.discovery_errors[name] = message
             else:
                 state.discovery_errors.pop(name, None)

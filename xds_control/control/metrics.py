@@ -8,6 +8,7 @@ __all__ = [
     "CONFIG_RELOADS",
     "DISCOVERY_ERRORS",
     "LAST_PUBLISH",
+    "LOOP_ERRORS",
     "SNAPSHOTS_PUBLISHED",
     "SNAPSHOT_INFO",
 ]
@@ -24,4 +25,10 @@ SNAPSHOTS_PUBLISHED = Counter(
 SNAPSHOT_INFO = Info("xds_control_snapshot", "The version currently served.")
 LAST_PUBLISH = Gauge(
     "xds_control_snapshot_published_timestamp_seconds", "When the current snapshot was published."
+)
+LOOP_ERRORS = Counter(
+    "xds_control_loop_errors_total",
+    "Unexpected errors in a control-loop phase (config, endpoints, weights, publish, state, "
+    "scrape); the phase's last good result is kept.",
+    ["phase"],
 )

@@ -24,6 +24,7 @@ from xds_control.signals import (
     PrometheusSource,
     Sample,
     ScrapeSource,
+    Signal,
     SignalSource,
     Target,
     merge_samples,
@@ -74,6 +75,7 @@ class Weigher:
         self._decisions: dict[str, WeightDecision] = {}
         self._by_pool: Mapping[str, tuple[WeightDecision, ...]] = MappingProxyType({})
         self._source_error: str | None = None
+        self._prometheus_answered = False
         self._cycle = 0
 
     @classmethod
@@ -110,20 +112,54 @@ class Weigher:
             pools=self._by_pool,
         )
 
+    @property
+    def has_signals(self) -> bool:
+        """Whether the sources have told the engine enough to decide since the process started:
+        one Prometheus query that worked, or scrapes that carry a decode step. A first round of
+        scrapes has only gauges (a step time is a rate between two scrapes), and capacity,
+        the factor that makes weights unequal, would be a guess."""
+        if self._prometheus_answered:
+            return True
+        scraped = self.scrape.latest() if self.scrape is not None else {}
+        return any(Signal.DECODE_STEP_S in sample.values for sample in scraped.values())
+
+    @property
+    def decisions(self) -> Mapping[str, tuple[WeightDecision, ...]]:
+        """The last decisions per pool (computed, or restored from a saved state)."""
+        return self._by_pool
+
+    def restore(self, pools: Mapping[str, tuple[WeightDecision, ...]]) -> None:
+        """Resume from decisions saved by an earlier process: the next ``decide`` continues
+        from them (smoothing, hysteresis, hold, capacity estimates) as if never stopped."""
+        self._by_pool = MappingProxyType(dict(pools))
+        self._decisions = {d.address: d for decisions in pools.values() for d in decisions}
+
     async def weigh(
         self, *, config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]
     ) -> dict[str, WeightDecision]:
-        """One engine cycle: fetch Prometheus, merge with the latest scrapes, decide."""
+        """One engine cycle: ``fetch`` then ``decide``."""
+        await self.fetch(config=config, endpoints=endpoints)
+        return self.decide(config=config, endpoints=endpoints)
+
+    async def fetch(self, *, config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]) -> None:
+        """Ask Prometheus (the scrapes run in their own task); a failure keeps the last good
+        samples."""
         if self._prometheus is not None:
             try:
                 self._prometheus_samples = await self._prometheus.fetch(
                     targets_of(config, endpoints)
                 )
                 self._source_error = None
+                self._prometheus_answered = True
             except SignalError as exc:
                 if self._source_error != str(exc):
                     log.warning("prometheus failed; keeping the last good samples", error=str(exc))
                 self._source_error = str(exc)
+
+    def decide(
+        self, *, config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]
+    ) -> dict[str, WeightDecision]:
+        """Merge the latest samples and decide every pool's weights."""
         scraped = self.scrape.latest() if self.scrape is not None else {}
         samples = merge_samples(self._prometheus_samples, scraped)
         now = self._clock()
