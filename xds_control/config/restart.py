@@ -38,7 +38,8 @@ class RestartConfig(BaseModel):
         default=5.0,
         ge=0,
         le=120,
-        description="Without a usable state file, wait up to this long for one round of "
-        "signals before the first snapshot, so Envoy keeps the weights it runs rather than "
-        "the base weight; a few direct scrapes or one Prometheus query take well under it.",
+        description="Without a usable state file, wait up to this long for signals the "
+        "engine can decide from (a decode step, or an idle server, for every endpoint) before "
+        "the first snapshot, so Envoy keeps the weights it runs meanwhile; two direct scrapes "
+        "or one Prometheus query take well under it.",
     )

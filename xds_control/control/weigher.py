@@ -44,6 +44,15 @@ def targets_of(config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]) ->
     return tuple(out)
 
 
+def _decidable(sample: Sample) -> bool:
+    values = sample.values
+    return (
+        Signal.DECODE_STEP_S in values
+        or values.get(Signal.RUNNING) == 0
+        or sample.scrape_failures > 0
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class EngineView:
     """The engine's last cycle as readers (the admin API) see it: a read-only value."""
@@ -115,13 +124,14 @@ class Weigher:
     @property
     def has_signals(self) -> bool:
         """Whether the sources have told the engine enough to decide since the process started:
-        one Prometheus query that worked, or scrapes that carry a decode step. A first round of
+        one Prometheus query that worked, or a round of scrapes in which every endpoint has a
+        decode step, is idle (nothing running: no step to time) or failed. A first round of
         scrapes has only gauges (a step time is a rate between two scrapes), and capacity,
         the factor that makes weights unequal, would be a guess."""
         if self._prometheus_answered:
             return True
         scraped = self.scrape.latest() if self.scrape is not None else {}
-        return any(Signal.DECODE_STEP_S in sample.values for sample in scraped.values())
+        return bool(scraped) and all(_decidable(sample) for sample in scraped.values())
 
     @property
     def decisions(self) -> Mapping[str, tuple[WeightDecision, ...]]:

@@ -16,7 +16,7 @@ from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import load_config
 from xds_control.control import ControlLoop, Weigher
 from xds_control.errors import SignalError
-from xds_control.signals import Sample, Signal, Target
+from xds_control.signals import Sample, ScrapeSource, Signal, Target
 
 FAST, SLOW = "127.0.0.1:8001", "127.0.0.1:8002"
 
@@ -239,3 +239,36 @@ async def test_stale_state_is_ignored(tmp_path: Path) -> None:
     await second.resume()
     await second.step()
     assert second._cache.snapshot(DEFAULT_GROUP) is None
+
+
+class Scraped(ScrapeSource):
+    """The scrape path's latest round, as given."""
+
+    def __init__(self, samples: list[Sample]) -> None:
+        self._samples = {s.address: s for s in samples}
+
+    def latest(self) -> Mapping[str, Sample]:
+        return self._samples
+
+
+def scraped(address: str, **values: float) -> Sample:
+    return Sample.build(
+        address=address,
+        values=[(Signal(k), v) for k, v in values.items()],
+        observed_at=time.time(),
+        source="scrape",
+    )
+
+
+def test_scrapes_are_enough_to_decide_once_each_endpoint_has_a_step_or_is_idle() -> None:
+    def ready(*samples: Sample) -> bool:
+        return Weigher(prometheus=None, scrape=Scraped(list(samples))).has_signals
+
+    assert not ready()  # no round yet
+    # A first round: gauges only, a busy server has no step time yet.
+    assert not ready(scraped(FAST, running=3, decode_step_s=0.01), scraped(SLOW, running=2))
+    assert ready(scraped(FAST, running=3, decode_step_s=0.01), scraped(SLOW, running=0))
+    assert ready(
+        scraped(FAST, running=3, decode_step_s=0.01),
+        Sample(address=SLOW, scrape_failures=1),
+    )
