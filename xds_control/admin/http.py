@@ -8,7 +8,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from xds_control.admin.views import endpoints_view, snapshot_view, status_view, weights_view
-from xds_control.cache import DEFAULT_GROUP, SnapshotCache
+from xds_control.cache import SnapshotCache, group_names
 from xds_control.config import parse_host_port
 from xds_control.control import EngineView, LoopState
 from xds_control.server import StreamRegistry
@@ -75,8 +75,9 @@ class AdminServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         if self._failure is not None and (why := self._failure()) is not None:
             return web.Response(status=503, text=f"{why}\n")
-        if self._cache.snapshot(DEFAULT_GROUP) is None:
-            return web.Response(status=503, text="no snapshot published yet\n")
+        missing = [g for g in group_names(self._state.config) if self._cache.snapshot(g) is None]
+        if missing:
+            return web.Response(status=503, text=f"no snapshot published yet for {missing}\n")
         return web.Response(text="ready\n")
 
     async def _metrics(self, request: web.Request) -> web.Response:
@@ -91,15 +92,20 @@ class AdminServer:
 
     async def _snapshot(self, request: web.Request) -> web.Response:
         resources = request.query.get("resources", "") in {"1", "true", "yes"}
-        snapshot = self._cache.snapshot(DEFAULT_GROUP)
+        snapshot = self._cache.snapshot(self._group(request))
         return web.json_response(snapshot_view(snapshot, resources=resources))
 
     async def _endpoints(self, request: web.Request) -> web.Response:
-        return web.json_response(endpoints_view(self._cache.snapshot(DEFAULT_GROUP)))
+        return web.json_response(endpoints_view(self._cache.snapshot(self._group(request))))
+
+    def _group(self, request: web.Request) -> str:
+        # ?group=NAME picks a node group; the first one (the only one without node_groups)
+        # otherwise.
+        return request.query.get("group") or group_names(self._state.config)[0]
 
     async def _weights(self, request: web.Request) -> web.Response:
         explain = request.query.get("explain", "") in {"1", "true", "yes"}
-        snapshot = self._cache.snapshot(DEFAULT_GROUP)
+        snapshot = self._cache.snapshot(self._group(request))
         return web.json_response(
             weights_view(self._engine() if self._engine else None, snapshot, explain=explain)
         )

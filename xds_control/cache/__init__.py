@@ -1,6 +1,14 @@
 """Cache: the current snapshot per node group, and who to tell when it changes."""
 
+from xds_control.cache.groups import NodeRouting, group_names
 from xds_control.cache.memory import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.cache.protocol import SnapshotCache, Unsubscribe
 
-__all__ = ["DEFAULT_GROUP", "MemorySnapshotCache", "SnapshotCache", "Unsubscribe"]
+__all__ = [
+    "DEFAULT_GROUP",
+    "MemorySnapshotCache",
+    "NodeRouting",
+    "SnapshotCache",
+    "Unsubscribe",
+    "group_names",
+]

@@ -8,26 +8,52 @@ from collections.abc import Callable
 import structlog
 from envoy.config.core.v3 import base_pb2
 
+from xds_control.cache.groups import NodeRouting
 from xds_control.cache.protocol import Unsubscribe
+from xds_control.config import DEFAULT_GROUP
 from xds_control.xds import Snapshot
 
 __all__ = ["DEFAULT_GROUP", "MemorySnapshotCache"]
 
-DEFAULT_GROUP = "default"
 log = structlog.get_logger(__name__)
 
 
 class MemorySnapshotCache:
-    """Snapshots keyed by node group. Today every node is in ``DEFAULT_GROUP``; groups by
-    ``node.cluster`` come with per-group config."""
+    """Snapshots keyed by node group; ``routing`` says which group a node is in (by default
+    every node is in ``DEFAULT_GROUP``). The control loop replaces the routing with each
+    config."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, routing: NodeRouting | None = None) -> None:
         self._snapshots: dict[str, Snapshot] = {}
         self._subscribers: defaultdict[str, set[Callable[[], None]]] = defaultdict(set)
+        self._routing = routing or NodeRouting()
 
-    def group_of(self, node: base_pb2.Node) -> str:
-        """Every node gets the default group's snapshot."""
-        return DEFAULT_GROUP
+    def set_routing(self, routing: NodeRouting) -> None:
+        """Use ``routing`` for nodes that connect from now on; connected streams keep their
+        group until they reconnect."""
+        self._routing = routing
+
+    def group_of(self, node: base_pb2.Node) -> str | None:
+        """The node's group, or ``None`` when it is refused; either way for a node that matches
+        no group, a log line says which node and what it got."""
+        routing = self._routing
+        group = routing.matching(node)
+        if group is not None:
+            return group
+        if routing.unknown is None:
+            log.warning(
+                "node matches no node group; refused",
+                node_id=node.id,
+                node_cluster=node.cluster,
+            )
+            return None
+        log.info(
+            "node matches no node group; given the default group",
+            node_id=node.id,
+            node_cluster=node.cluster,
+            group=routing.unknown,
+        )
+        return routing.unknown
 
     def snapshot(self, group: str) -> Snapshot | None:
         """The group's current snapshot, if any was published."""

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from envoy.config.core.v3 import base_pb2
 
+from xds_control.cache.groups import NodeRouting
 from xds_control.xds import Snapshot
 
 __all__ = ["SnapshotCache", "Unsubscribe"]
@@ -18,15 +19,22 @@ Unsubscribe = Callable[[], None]
 class SnapshotCache(Protocol):
     """Snapshots per node group, and change notifications.
 
-    ``group_of`` maps an Envoy's node to the group whose snapshot it gets. ``snapshot`` returns
+    ``group_of`` maps an Envoy's node to the group whose snapshot it gets, or to ``None``: the
+    node is refused (it matches no node group and the config refuses unknown nodes), and the
+    server ends its stream with PERMISSION_DENIED. ``set_routing`` replaces the rules
+    ``group_of`` follows (streams already connected keep their group). ``snapshot`` returns
     the group's current snapshot, or ``None`` before the first publication (streams then wait).
     ``subscribe`` calls ``callback`` (synchronously, on the event loop, without arguments) after
     every ``set_snapshot`` that changes the group's version; it must not raise and must be cheap,
     since one publication calls every stream's callback. Nothing here raises.
     """
 
-    def group_of(self, node: base_pb2.Node) -> str:
-        """The group an Envoy belongs to."""
+    def group_of(self, node: base_pb2.Node) -> str | None:
+        """The group an Envoy belongs to; ``None``: refused."""
+        ...
+
+    def set_routing(self, routing: NodeRouting) -> None:
+        """Follow ``routing`` from now on."""
         ...
 
     def snapshot(self, group: str) -> Snapshot | None:

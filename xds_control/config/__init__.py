@@ -1,6 +1,7 @@
 """Config: the pydantic model of pools, listeners and routes, read from YAML and the env."""
 
 from xds_control.config.address import HostPort, parse_host_port
+from xds_control.config.groups import DEFAULT_GROUP, DefaultGroup, NodeGroup, NodeMatch
 from xds_control.config.load import load_config, parse_config
 from xds_control.config.model import (
     CircuitBreakers,
@@ -23,9 +24,11 @@ from xds_control.config.signals import EndpointMapping, ScrapeConfig, SignalsCon
 from xds_control.config.weights import EngineBaseWeights, HealthPolicy, WeightPolicy
 
 __all__ = [
+    "DEFAULT_GROUP",
     "ENV_PREFIX",
     "CircuitBreakers",
     "Config",
+    "DefaultGroup",
     "EndpointConfig",
     "EndpointMapping",
     "Engine",
@@ -37,6 +40,8 @@ __all__ = [
     "LbPolicy",
     "Listener",
     "LoadBalancing",
+    "NodeGroup",
+    "NodeMatch",
     "OutlierDetection",
     "Pool",
     "RestartConfig",

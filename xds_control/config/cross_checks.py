@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from xds_control.config.group_checks import check_groups
 from xds_control.config.root import Config
 
 __all__ = ["check_references"]
@@ -39,4 +40,4 @@ def check_references(config: Config) -> list[tuple[str, str]]:
             if route.pool not in pools:
                 known = ", ".join(sorted(pools))
                 problems.append((f"{base}[{j}].pool", f"no pool named {route.pool!r} ({known})"))
-    return problems
+    return problems + check_groups(config)

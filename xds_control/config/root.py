@@ -8,6 +8,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from xds_control.config.address import IpPort
+from xds_control.config.groups import NodeGroup, UnknownNodes
 from xds_control.config.model import Listener, Pool
 from xds_control.config.restart import RestartConfig
 from xds_control.config.signals import SignalsConfig
@@ -47,6 +48,19 @@ class Config(BaseSettings):
     restart: RestartConfig = Field(
         default_factory=RestartConfig,
         description="What a restart keeps of the weight engine (state file, first-publish wait).",
+    )
+    node_groups: tuple[NodeGroup, ...] = Field(
+        default=(),
+        description="Which listeners and pools each kind of Envoy gets, by node cluster, id or "
+        "metadata; the first group that matches wins. Empty: one group, `default`, in which "
+        "every Envoy gets everything.",
+    )
+    unknown_nodes: UnknownNodes = Field(
+        default="refuse",
+        description="With `node_groups`, what an Envoy that matches none gets: `refuse` (its "
+        "stream ends with PERMISSION_DENIED naming its node id and cluster, and a log line says "
+        "so), or `{group: NAME}`. Refusing by default keeps an Envoy from getting routes meant "
+        "for another kind; ignored without `node_groups`.",
     )
 
     @classmethod

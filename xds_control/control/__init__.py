@@ -1,7 +1,13 @@
 """Control: the reconcile step and the loop that runs it."""
 
 from xds_control.control.loop import ControlLoop, LoopState, endpoint_source
-from xds_control.control.reconcile import EndpointWeight, reconcile_once
+from xds_control.control.reconcile import (
+    EndpointWeight,
+    fleet_version,
+    group_config,
+    reconcile_groups,
+    reconcile_once,
+)
 from xds_control.control.weigher import EngineView, Weigher, targets_of
 
 __all__ = [
@@ -11,6 +17,9 @@ __all__ = [
     "LoopState",
     "Weigher",
     "endpoint_source",
+    "fleet_version",
+    "group_config",
+    "reconcile_groups",
     "reconcile_once",
     "targets_of",
 ]

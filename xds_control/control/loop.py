@@ -12,7 +12,7 @@ from typing import Any, Final, TypeVar
 
 import structlog
 
-from xds_control.cache import DEFAULT_GROUP, SnapshotCache
+from xds_control.cache import NodeRouting, SnapshotCache
 from xds_control.config import Config, Pool, load_config
 from xds_control.control.metrics import (
     CONFIG_RELOADS,
@@ -22,7 +22,7 @@ from xds_control.control.metrics import (
     SNAPSHOT_INFO,
     SNAPSHOTS_PUBLISHED,
 )
-from xds_control.control.reconcile import EndpointWeight, reconcile_once
+from xds_control.control.reconcile import EndpointWeight, fleet_version, reconcile_groups
 from xds_control.control.warm_start import WarmStart
 from xds_control.control.weigher import Weigher, targets_of
 from xds_control.discovery import (
@@ -175,14 +175,18 @@ class ControlLoop:
         if inputs == self._last_inputs:
             return  # same config, endpoints and weights: the same snapshot, not worth building
         # A SnapshotError (inconsistent snapshot) is this phase's error: the last one stays.
-        snapshot = reconcile_once(config=state.config, endpoints=state.endpoints, weights=weights)
+        snapshots = reconcile_groups(
+            config=state.config, endpoints=state.endpoints, weights=weights
+        )
         self._last_inputs = inputs
         self._last_weights = weights
-        if self._cache.set_snapshot(DEFAULT_GROUP, snapshot):
-            state.version = snapshot.version
+        self._cache.set_routing(NodeRouting.of(state.config))
+        changed = [self._cache.set_snapshot(group, snap) for group, snap in snapshots.items()]
+        if any(changed):
+            state.version = fleet_version(snapshots)
             state.published_at = time.time()
             SNAPSHOTS_PUBLISHED.inc()
-            SNAPSHOT_INFO.info({"version": snapshot.version})
+            SNAPSHOT_INFO.info({"version": state.version})
             LAST_PUBLISH.set(state.published_at)
         self.published.set()
 

@@ -1,11 +1,13 @@
-"""One reconcile step: config + endpoints + weights -> a consistent snapshot. Pure."""
+"""One reconcile step: config + endpoints + weights -> a consistent snapshot per node group.
+Pure."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from xds_control.config import Config
+from xds_control.config import DEFAULT_GROUP, Config, NodeGroup
 from xds_control.discovery import Endpoint, Health
 from xds_control.xds import (
     Snapshot,
@@ -17,7 +19,13 @@ from xds_control.xds import (
     build_snapshot,
 )
 
-__all__ = ["EndpointWeight", "reconcile_once"]
+__all__ = [
+    "EndpointWeight",
+    "fleet_version",
+    "group_config",
+    "reconcile_groups",
+    "reconcile_once",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +68,45 @@ def reconcile_once(
             for listener in config.listeners
         ],
     )
+
+
+def group_config(config: Config, group: NodeGroup) -> Config:
+    """``config`` cut down to what ``group`` serves: its listeners, and its pools with every pool
+    those listeners route to; order as in ``config``, so the cut is a content hash like any
+    other."""
+    pools = group.pool_names(config.listeners)
+    listeners = set(group.listeners)
+    return config.model_copy(
+        update={
+            "pools": tuple(p for p in config.pools if p.name in pools),
+            "listeners": tuple(lis for lis in config.listeners if lis.name in listeners),
+            "node_groups": (),
+        }
+    )
+
+
+def reconcile_groups(
+    *,
+    config: Config,
+    endpoints: Mapping[str, tuple[Endpoint, ...]],
+    weights: Mapping[str, EndpointWeight],
+) -> dict[str, Snapshot]:
+    """Group name -> its snapshot, each consistent by itself. Without ``node_groups`` one
+    group, ``DEFAULT_GROUP``, with exactly ``reconcile_once``'s snapshot (same version)."""
+    if not config.node_groups:
+        return {DEFAULT_GROUP: reconcile_once(config=config, endpoints=endpoints, weights=weights)}
+    return {
+        group.name: reconcile_once(
+            config=group_config(config, group), endpoints=endpoints, weights=weights
+        )
+        for group in config.node_groups
+    }
+
+
+def fleet_version(snapshots: Mapping[str, Snapshot]) -> str:
+    """One version for what is served: the snapshot's own with one group (so it reads as
+    before groups existed), else a hash over every group's name and version."""
+    if len(snapshots) == 1:
+        return next(iter(snapshots.values())).version
+    text = "\n".join(f"{name}={snap.version}" for name, snap in sorted(snapshots.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -95,6 +95,22 @@ class AdsHandler:
         )
         return grpc.method_handlers_generic_handler(service, {method: handler})
 
+    async def _group(
+        self,
+        request: discovery_pb2.DiscoveryRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> str:
+        # The cache has logged the refusal; the Envoy's log shows this message.
+        group = self._cache.group_of(request.node)
+        if group is None:
+            node = request.node
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"node {node.id!r} (cluster {node.cluster!r}) matches no node group, "
+                "and this control plane refuses unknown nodes (unknown_nodes: refuse)",
+            )
+        return group
+
     async def _stream(
         self,
         requests: AsyncIterator[discovery_pb2.DiscoveryRequest],
@@ -119,7 +135,12 @@ class AdsHandler:
                             grpc.StatusCode.INVALID_ARGUMENT,
                             "the first DiscoveryRequest must carry a node with an id",
                         )
-                    out = stream.on_request(item, group=self._cache.group_of(item.node))
+                    group = (
+                        stream.group
+                        if stream.node is not None
+                        else await self._group(item, context)
+                    )
+                    out = stream.on_request(item, group=group)
                     if unsubscribe is None:
                         unsubscribe = self._cache.subscribe(stream.group, inbox.wake)
                         log.info("envoy connected", stream=stream.stream_id, node_id=item.node.id)
