@@ -7,7 +7,7 @@ ENVOY_VERSION := 1.40.0
 ENVOY_BIN_PATH := $(TOOLS)/envoy/envoy/_bin/envoy
 STAMP := $(VENV)/.installed
 
-.PHONY: setup envoy prometheus lint test test-fast demo bench docs clean
+.PHONY: setup envoy prometheus lint test test-fast demo bench docs fuzz clean
 
 setup: $(STAMP) envoy prometheus
 
@@ -49,6 +49,20 @@ demo: setup
 
 bench: setup
 	$(BIN)/python -m xds_lab.bench
+
+# Coverage-guided fuzzing (atheris) of the config loader, the endpoints file and the /metrics
+# parser: FUZZ_RUNS inputs each (about three minutes in all). Not part of `make test`, whose
+# tests/fuzz holds the same rules with hypothesis. An input that breaks a rule is saved under
+# FUZZ_ARTIFACTS and the run stops with its traceback.
+FUZZ_RUNS ?= 20000
+FUZZ_ARTIFACTS ?= /tmp/xds-control-fuzz/
+fuzz: $(STAMP)
+	$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/pip install --quiet -e './lab[fuzz]'
+	mkdir -p $(FUZZ_ARTIFACTS)
+	for target in config endpoints exposition; do \
+	  $(BIN)/python -m xds_lab.fuzz.$$target -atheris_runs=$(FUZZ_RUNS) \
+	    -artifact_prefix=$(FUZZ_ARTIFACTS) || exit 1; \
+	done
 
 docs: $(STAMP)
 	$(BIN)/python -m xds_control.config.field_docs docs/configuration.md

@@ -1,0 +1,86 @@
+"""Fuzz the /metrics text parser: any text gives a snapshot or a ``ValueError``, and no NaN
+or infinity becomes a reading, whether read directly or as a rate between two scrapes.
+
+``python -m xds_lab.fuzz.exposition -atheris_runs=20000``
+"""
+
+from __future__ import annotations
+
+import math
+
+from xds_control.config import Engine
+from xds_control.signals import RATIO_SIGNALS, Sample
+from xds_control.signals.exposition import Snapshot, derive, parse_exposition
+from xds_lab.fuzz.engine import fuzz
+
+__all__ = ["TOKENS", "check"]
+
+TOKENS = [
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:prefix_cache_hits_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:inter_token_latency_seconds_sum",
+    "vllm:inter_token_latency_seconds_count",
+    "vllm:time_to_first_token_seconds_bucket",
+    "sglang:num_running_reqs",
+    "sglang:token_usage",
+    "nv_trt_llm_request_metrics",
+    "nv_inference_request_failure",
+    "nv_inference_exec_count",
+    "nv_inference_first_response_histogram_ms_bucket",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "process_start_time_seconds",
+    "# TYPE ",
+    " counter",
+    " gauge",
+    " histogram",
+    "# HELP ",
+    '{le="+Inf"}',
+    '{request_type="scheduled"}',
+    "{",
+    "}",
+    '="',
+    '",',
+    " NaN",
+    " +Inf",
+    " -Inf",
+    " 1e308",
+    " -1",
+    " 0.5",
+    "\n",
+]
+_ENGINES = list(Engine)
+
+
+def _parse(text: str, engine: Engine) -> Snapshot | None:
+    try:
+        return parse_exposition(text, engine=engine)
+    except ValueError:
+        return None
+
+
+def check(data: bytes) -> None:
+    """One input: an engine, then two scrapes' texts split at the first NUL."""
+    if not data:
+        return
+    engine = _ENGINES[data[0] % len(_ENGINES)]
+    old_text, _, new_text = data[1:].decode("utf-8", errors="replace").partition("\0")
+    old, new = _parse(old_text, engine), _parse(new_text, engine)
+    if old is None or new is None:
+        return
+    values = dict(new.gauges)
+    derived = derive(old=old, new=new, ttft_slo_s=1.0)
+    if derived is not None:
+        values.update(derived)
+    sample = Sample.build(address="a", values=values.items(), observed_at=1.0, source="fuzz")
+    for signal, reading in sample.readings.items():
+        in_range = reading.value >= 0 and (signal not in RATIO_SIGNALS or reading.value <= 1)
+        if not math.isfinite(reading.value) or not in_range:
+            raise AssertionError(f"{signal}: inadmissible reading {reading.value}")
+
+
+if __name__ == "__main__":
+    fuzz(check, tokens=TOKENS)
