@@ -39,7 +39,13 @@ __all__ = ["ControlLoop", "LoopState", "endpoint_source"]
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-_FAILED: Final = object()
+
+
+class _Failed:
+    """What a phase that raised returns: its caller keeps the last good result."""
+
+
+_FAILED: Final = _Failed()
 
 
 def _stamp(path: Path) -> FileStamp | None:
@@ -133,12 +139,11 @@ class ControlLoop:
         publish, save the engine's state. Each phase that fails keeps its last good result."""
         await self._phase("config", self._reload_config)
         await self._phase("endpoints", self._fetch_endpoints)
-        weights = await self._phase("weights", self._weights)
-        if weights is _FAILED:
-            weights = self._last_weights  # publish config and endpoint changes all the same
+        decided = await self._phase("weights", self._weights)
+        # A failed engine cycle publishes config and endpoint changes with the last weights.
+        weights = self._last_weights if isinstance(decided, _Failed) else decided
         if weights is None:
             return  # the engine has no weights yet: publish nothing rather than made-up ones
-        assert isinstance(weights, dict)
         await self._phase("publish", lambda: self._publish(weights))
         if self._warm is not None and self._last_weights is not None:
             warm, state = self._warm, self.state
@@ -147,7 +152,7 @@ class ControlLoop:
                 lambda: warm.save(config=state.config, version=state.version, weights=weights),
             )
 
-    async def _phase(self, name: str, action: Callable[[], Awaitable[T]]) -> T | object:
+    async def _phase(self, name: str, action: Callable[[], Awaitable[T]]) -> T | _Failed:
         try:
             result = await action()
         except Exception as exc:  # no input may stop the loop
