@@ -192,6 +192,26 @@ def test_deep_nesting_is_an_error_not_a_crash(tmp_path: Path, text: str) -> None
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "pools: 2024-13-01\n",
+        "{2024-12-14: 1}\n",
+        "{1: 2}\n",
+        "\x00",
+        "a: &a [*a]\n",
+        "--- 1\n--- 2\n",
+        "!!python/object/apply:os.system [echo]\n",
+    ],
+    ids=["impossible-date", "date-key", "int-key", "nul", "self-alias", "two-documents", "tag"],
+)
+def test_known_hostile_documents(tmp_path: Path, text: str) -> None:
+    """Inputs that once escaped as ValueError, TypeError or a reader error."""
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert isinstance(expect_config_or_error(path), ConfigError)
+
+
+@pytest.mark.parametrize(
     "data",
     [
         VALID.replace("a,", "caf\xe9,").encode("latin-1"),
