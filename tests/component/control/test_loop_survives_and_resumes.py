@@ -77,17 +77,21 @@ class FakePrometheus:
         }
 
 
-def make_loop(path: Path, source: FakePrometheus | None = None) -> ControlLoop:
-    return ControlLoop(
+def make_loop(
+    path: Path, source: FakePrometheus | None = None
+) -> tuple[ControlLoop, MemorySnapshotCache]:
+    cache = MemorySnapshotCache()
+    loop = ControlLoop(
         config=load_config(path),
         config_path=path,
-        cache=MemorySnapshotCache(),
+        cache=cache,
         weigher=Weigher(prometheus=source, scrape=None),
     )
+    return loop, cache
 
 
-def served(loop: ControlLoop) -> dict[str, int]:
-    snapshot = loop._cache.snapshot(DEFAULT_GROUP)
+def served(cache: MemorySnapshotCache) -> dict[str, int]:
+    snapshot = cache.snapshot(DEFAULT_GROUP)
     return {row["address"]: row["weight"] for row in endpoints_view(snapshot).get("chat", [])}
 
 
@@ -96,10 +100,10 @@ async def test_non_utf8_config_is_an_error_in_status_and_a_later_valid_edit_appl
 ) -> None:
     path = tmp_path / "config.yaml"
     write(path, config_data(weight=10))
-    loop = make_loop(path)
+    loop, loop_cache = make_loop(path)
     await loop.step()
     version = loop.state.version
-    assert served(loop) == {FAST: 10, SLOW: 10}
+    assert served(loop_cache) == {FAST: 10, SLOW: 10}
 
     write(path, yaml.safe_dump(config_data(weight=30)).encode() + b"# caf\xe9\n")
     await loop.step()
@@ -107,13 +111,13 @@ async def test_non_utf8_config_is_an_error_in_status_and_a_later_valid_edit_appl
     assert "not UTF-8 at byte" in status["config_error"], status
     assert str(path) in status["config_error"]
     assert status["version"] == version
-    assert served(loop) == {FAST: 10, SLOW: 10}
+    assert served(loop_cache) == {FAST: 10, SLOW: 10}
 
     write(path, config_data(weight=30))
     await loop.step()
     assert loop.state.config_error is None
     assert loop.state.version != version
-    assert served(loop) == {FAST: 30, SLOW: 10}
+    assert served(loop_cache) == {FAST: 30, SLOW: 10}
 
 
 async def test_undecodable_endpoints_file_keeps_the_last_good_set(tmp_path: Path) -> None:
@@ -123,41 +127,41 @@ async def test_undecodable_endpoints_file_keeps_the_last_good_set(tmp_path: Path
     data["pools"][0]["endpoints_file"] = "chat.yaml"
     write(path, data)
     write(tmp_path / "chat.yaml", {"endpoints": [{"address": FAST}]})
-    loop = make_loop(path)
+    loop, loop_cache = make_loop(path)
     await loop.step()
-    assert served(loop) == {FAST: 10}
+    assert served(loop_cache) == {FAST: 10}
 
     write(tmp_path / "chat.yaml", b"endpoints:\n  - address: \xff\xfe\n")
     await loop.step()
     assert "not UTF-8 at byte" in loop.state.discovery_errors["chat"]
-    assert served(loop) == {FAST: 10}
+    assert served(loop_cache) == {FAST: 10}
 
     write(tmp_path / "chat.yaml", {"endpoints": [{"address": FAST}, {"address": SLOW}]})
     await loop.step()
     assert loop.state.discovery_errors == {}
-    assert served(loop) == {FAST: 10, SLOW: 10}
+    assert served(loop_cache) == {FAST: 10, SLOW: 10}
 
 
 async def test_a_phase_that_raises_is_shown_and_the_loop_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     write(path, config_data(**ENGINE))
     source = FakePrometheus()
-    loop = make_loop(path, source)
+    loop, loop_cache = make_loop(path, source)
     await loop.resume()
     await loop.step()
-    weights = served(loop)
+    weights = served(loop_cache)
     assert weights[FAST] > weights[SLOW]
 
     source.bug = True
     await loop.step()
     assert "RuntimeError: a bug in a source" in status_view(loop.state)["errors"]["weights"]
-    assert served(loop) == weights  # the last good weights
+    assert served(loop_cache) == weights  # the last good weights
 
     # A config edit still reaches the snapshot, with the last good weights.
     write(path, config_data(**ENGINE, model_header="x-llm"))
     await loop.step()
     assert loop.state.config.model_header == "x-llm"
-    assert served(loop) == weights
+    assert served(loop_cache) == weights
 
     source.bug = False
     await loop.step()
@@ -169,20 +173,20 @@ async def test_restart_with_a_state_file_publishes_the_same_version_before_any_s
 ) -> None:
     path = tmp_path / "config.yaml"
     write(path, config_data(**ENGINE))
-    first = make_loop(path, FakePrometheus())
+    first, first_cache = make_loop(path, FakePrometheus())
     await first.resume()
     for _ in range(3):
         await first.step()
     assert (tmp_path / "state.json").exists()
-    before = served(first)
+    before = served(first_cache)
     assert before[FAST] > before[SLOW]
 
     # The new process cannot read a signal yet: it publishes what the last one published.
-    second = make_loop(path, FakePrometheus(down=True))
+    second, second_cache = make_loop(path, FakePrometheus(down=True))
     await second.resume()
     await second.step()
     assert second.state.version == first.state.version
-    assert served(second) == before
+    assert served(second_cache) == before
     # The engine's view shows the resumed decisions, capacity and all.
     view = second.weigher.view() if second.weigher else None
     assert view is not None
@@ -194,7 +198,7 @@ async def test_without_a_usable_state_nothing_is_published_until_signals_or_the_
 ) -> None:
     path = tmp_path / "config.yaml"
     write(path, config_data(**ENGINE))
-    first = make_loop(path, FakePrometheus())
+    first, _ = make_loop(path, FakePrometheus())
     await first.resume()
     await first.step()
     assert (tmp_path / "state.json").exists()
@@ -202,32 +206,32 @@ async def test_without_a_usable_state_nothing_is_published_until_signals_or_the_
     # Another config (one weight differs): the saved state is not for it.
     write(path, config_data(weight=20, **ENGINE))
     source = FakePrometheus(down=True)
-    second = make_loop(path, source)
+    second, second_cache = make_loop(path, source)
     await second.resume()
     await second.step()
-    assert second._cache.snapshot(DEFAULT_GROUP) is None
+    assert second_cache.snapshot(DEFAULT_GROUP) is None
     assert not second.published.is_set()
 
     source.down = False  # one round of signals: the engine's own weights, at once
     await second.step()
-    weights = served(second)
+    weights = served(second_cache)
     assert weights[FAST] > weights[SLOW]
 
     # With no signal at all, the wait is bounded: then the engine decides from nothing.
     (tmp_path / "state.json").unlink()
-    third = make_loop(path, FakePrometheus(down=True))
+    third, third_cache = make_loop(path, FakePrometheus(down=True))
     await third.resume()
     await third.step()
-    assert third._cache.snapshot(DEFAULT_GROUP) is None
+    assert third_cache.snapshot(DEFAULT_GROUP) is None
     await asyncio.sleep(0.35)
     await third.step()
-    assert served(third) == {FAST: 50, SLOW: 50}  # the base weight
+    assert served(third_cache) == {FAST: 50, SLOW: 50}  # the base weight
 
 
 async def test_stale_state_is_ignored(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     write(path, config_data(**ENGINE))
-    first = make_loop(path, FakePrometheus())
+    first, _ = make_loop(path, FakePrometheus())
     await first.resume()
     await first.step()
     state = tmp_path / "state.json"
@@ -235,10 +239,10 @@ async def test_stale_state_is_ignored(tmp_path: Path) -> None:
     saved_at = yaml.safe_load(text)["saved_at"]
     state.write_text(text.replace(str(saved_at), str(saved_at - 31)))  # hold_s is 30 s
 
-    second = make_loop(path, FakePrometheus(down=True))
+    second, second_cache = make_loop(path, FakePrometheus(down=True))
     await second.resume()
     await second.step()
-    assert second._cache.snapshot(DEFAULT_GROUP) is None
+    assert second_cache.snapshot(DEFAULT_GROUP) is None
 
 
 class Scraped(ScrapeSource):
