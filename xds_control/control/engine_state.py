@@ -128,11 +128,15 @@ def load_state(path: Path) -> EngineState | None:
     """The state saved at ``path``; ``None`` when there is no file. Blocking; raises
     ``ValueError`` for a file that is not a state and ``OSError`` for one that cannot be read."""
     try:
+        owner = path.stat().st_uid
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 at byte {exc.start}") from None
+    if owner != os.getuid():
+        # The default folder is in a shared temp dir: weights planted by another user are not ours.
+        raise ValueError(f"owned by uid {owner}, not by this process's uid {os.getuid()}")
     return decode_state(text)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,12 @@ def test_state_is_usable_only_for_its_config_within_hold_s() -> None:
     assert "hold_s" in str(unusable_because(state(), config=CONFIG, now=1021.0))
     other = CONFIG.model_copy(update={"model_header": "x-llm"})
     assert unusable_because(state(), config=other, now=1001.0) == "saved for another config"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
+def test_a_state_file_of_another_user_is_not_resumed(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    save_state(path, state())
+    os.chown(path, 4321, 4321)
+    with pytest.raises(ValueError, match="owned by uid 4321"):
+        load_state(path)
