@@ -20,9 +20,10 @@ def _envoy_installed() -> None:
 
 
 @pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[EchoStack]:
-    """A fresh stack of two echo backends; tests start it with the weights they need."""
-    stack = echo_stack(tmp_path)
+async def stack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EchoStack]:
+    """A fresh stack of two echo backends; tests start it with the weights they need. Its
+    Envoys speak state-of-the-world ADS unless the test asks for ``delta`` (``BOTH_PROTOCOLS``)."""
+    stack = echo_stack(tmp_path, ads=getattr(request, "param", "sotw"))
     try:
         yield stack
     finally:

@@ -10,6 +10,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from xds_control.xds.bootstrap import AdsVariant
 from xds_lab.harness.backends import BACKEND_HEADER, EchoBackends
 from xds_lab.harness.pool_config import one_pool_config
 from xds_lab.harness.ports import free_port
@@ -18,11 +21,14 @@ from xds_lab.harness.traffic import count_backends
 
 EchoStack = Stack[EchoBackends]
 
+BOTH_PROTOCOLS = pytest.mark.parametrize("stack", ["sotw", "delta"], indirect=True)
+"""Run a test once with Envoys on state-of-the-world ADS and once on delta (``DELTA_GRPC``)."""
 
-def echo_stack(workdir: Path, *, backends: int = 2) -> EchoStack:
-    """``backends`` echo backends behind a stack not yet started."""
+
+def echo_stack(workdir: Path, *, backends: int = 2, ads: AdsVariant = "sotw") -> EchoStack:
+    """``backends`` echo backends behind a stack not yet started; its Envoys speak ``ads``."""
     echo = EchoBackends(ports=[free_port() for _ in range(backends)])
-    return Stack(workdir=workdir, backends=echo)
+    return Stack(workdir=workdir, backends=echo, ads=ads)
 
 
 def weighted_config(stack: EchoStack, weights: list[int], **route: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from e2e.stack import EchoStack, eventually, traffic, weighted_config
+from e2e.stack import BOTH_PROTOCOLS, EchoStack, eventually, traffic, weighted_config
 
 OVERSIZED = "(tenant|team|org)-[a-z0-9]{1,40}-(prod|staging|dev){1,3}"
 """Valid RE2 (so `validate` accepts it) whose compiled program (188) is over Envoy's default
@@ -18,6 +18,7 @@ async def rds_state(stack: EchoStack, node_id: str = "envoy-0") -> dict[str, obj
     return rds
 
 
+@BOTH_PROTOCOLS
 async def test_rejected_update_keeps_envoy_on_last_good_config(stack: EchoStack) -> None:
     await stack.start(weighted_config(stack, [10, 10]))
     before = await rds_state(stack)
@@ -59,6 +60,7 @@ async def test_rejected_update_keeps_envoy_on_last_good_config(stack: EchoStack)
     await eventually(accepted, what="Envoy to ACK the fixed route table")
 
 
+@BOTH_PROTOCOLS
 async def test_invalid_edit_is_rejected_and_last_good_config_served(stack: EchoStack) -> None:
     await stack.start(weighted_config(stack, [10, 30]))
     envoy = stack.envoys[0]
@@ -80,6 +82,7 @@ async def test_invalid_edit_is_rejected_and_last_good_config_served(stack: EchoS
     assert 'xds_control_config_reloads_total{result="rejected"} 1.0' in metrics
 
 
+@BOTH_PROTOCOLS
 async def test_envoy_survives_control_plane_crash_and_resyncs_without_churn(
     stack: EchoStack,
 ) -> None:

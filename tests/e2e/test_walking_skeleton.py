@@ -7,11 +7,12 @@ import json
 import subprocess
 import sys
 
-from e2e.stack import EchoStack, eventually, traffic, weighted_config
+from e2e.stack import BOTH_PROTOCOLS, EchoStack, eventually, traffic, weighted_config
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.traffic import shares
 
 
+@BOTH_PROTOCOLS
 async def test_envoy_syncs_proxies_and_shows_maglev_and_weights(stack: EchoStack) -> None:
     await stack.start(weighted_config(stack, [10, 30]))
     envoy = stack.envoys[0]
@@ -33,6 +34,7 @@ async def test_envoy_syncs_proxies_and_shows_maglev_and_weights(stack: EchoStack
     assert hosts == {stack.backends.address(0): 10, stack.backends.address(1): 30}
 
 
+@BOTH_PROTOCOLS
 async def test_shares_follow_weights_and_change_without_restart(stack: EchoStack) -> None:
     await stack.start(weighted_config(stack, [10, 30]))
     low, high = stack.backends.address(0), stack.backends.address(1)
@@ -61,6 +63,7 @@ async def test_shares_follow_weights_and_change_without_restart(stack: EchoStack
     assert stack.control_plane.process.running
 
 
+@BOTH_PROTOCOLS
 async def test_two_envoys_stay_in_sync(stack: EchoStack) -> None:
     await stack.start(weighted_config(stack, [20, 20]), envoys=2)
     first, second = stack.envoys
@@ -80,10 +83,12 @@ async def test_two_envoys_stay_in_sync(stack: EchoStack) -> None:
 
     streams = await stack.control_plane.get_json("/v1/streams")
     assert sorted(s["node_id"] for s in streams) == ["envoy-0", "envoy-1"]
+    assert {s["ads"] for s in streams} == {stack.ads}
     versions = {s["node_id"]: {t["type"]: t["acked_version"] for t in s["types"]} for s in streams}
     assert versions["envoy-0"] == versions["envoy-1"]
 
 
+@BOTH_PROTOCOLS
 async def test_endpoints_file_edits_reach_envoy_and_bad_edits_do_not(stack: EchoStack) -> None:
     await stack.start(weighted_config(stack, [10, 10]))
     a, b = stack.backends.address(0), stack.backends.address(1)
@@ -116,6 +121,7 @@ async def test_endpoints_file_edits_reach_envoy_and_bad_edits_do_not(stack: Echo
     assert await hosts_are({a: 40, b: 20})
 
 
+@BOTH_PROTOCOLS
 async def test_xdsctl_shows_envoys_synced_and_the_served_weights(stack: EchoStack) -> None:
     await stack.start(weighted_config(stack, [10, 30]), envoys=2)
     admin = stack.control_plane.admin_url

@@ -1,4 +1,5 @@
-"""The gRPC face of ADS: one task reads requests, one loop writes responses, per stream."""
+"""The gRPC face of ADS, both variants (state of the world and incremental): one task reads
+requests, one loop writes responses, per stream."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from enum import Enum
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 import structlog
+from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 
 from xds_control.cache import SnapshotCache
+from xds_control.server.delta import DeltaStream
 from xds_control.server.registry import StreamRegistry
+from xds_control.server.session import XdsStream
 from xds_control.server.stream import AdsStream
 from xds_control.tasks import guarded_task
 from xds_control.xds import type_urls
@@ -22,21 +26,33 @@ __all__ = ["AdsHandler"]
 
 log = structlog.get_logger(__name__)
 
+R = TypeVar("R", discovery_pb2.DiscoveryRequest, discovery_pb2.DeltaDiscoveryRequest)
+R_contra = TypeVar(
+    "R_contra",
+    discovery_pb2.DiscoveryRequest,
+    discovery_pb2.DeltaDiscoveryRequest,
+    contravariant=True,
+)
+
+
+class _OnRequest(Protocol[R_contra]):
+    def __call__(self, request: R_contra, *, group: str) -> list[bytes]: ...
+
 
 class _Signal(Enum):
     WAKE = "wake"  # the group's snapshot changed
     CLOSED = "closed"  # the request stream ended, or reading it failed
 
 
-class _Inbox:
+class _Inbox(Generic[R]):
     """What the writer loop acts on, in order: requests, snapshot changes (coalesced: one
     pending wake-up at a time), and the end of the request stream."""
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[discovery_pb2.DiscoveryRequest | _Signal] = asyncio.Queue()
+        self._queue: asyncio.Queue[R | _Signal] = asyncio.Queue()
         self._wake_pending = False
 
-    def put(self, request: discovery_pb2.DiscoveryRequest) -> None:
+    def put(self, request: R) -> None:
         self._queue.put_nowait(request)
 
     def wake(self) -> None:
@@ -47,14 +63,14 @@ class _Inbox:
     def close(self) -> None:
         self._queue.put_nowait(_Signal.CLOSED)
 
-    async def get(self) -> discovery_pb2.DiscoveryRequest | _Signal:
+    async def get(self) -> R | _Signal:
         item = await self._queue.get()
         if item is _Signal.WAKE:
             self._wake_pending = False
         return item
 
 
-async def _read(requests: AsyncIterator[discovery_pb2.DiscoveryRequest], inbox: _Inbox) -> None:
+async def _read(requests: AsyncIterator[R], inbox: _Inbox[R]) -> None:
     try:
         async for request in requests:
             inbox.put(request)
@@ -78,7 +94,8 @@ async def _end_of_requests(
 
 
 class AdsHandler:
-    """Serves ``StreamAggregatedResources``; responses are prepared bytes (identity serializer)."""
+    """Serves ``StreamAggregatedResources`` and ``DeltaAggregatedResources``; responses are
+    prepared bytes (identity serializer)."""
 
     def __init__(self, *, cache: SnapshotCache, registry: StreamRegistry) -> None:
         self._cache = cache
@@ -88,22 +105,25 @@ class AdsHandler:
     def generic_handler(self) -> grpc.GenericRpcHandler[Any, Any]:
         """The handler to add to a grpc.aio server."""
         service, _, method = type_urls.ADS_METHOD.strip("/").partition("/")
-        handler = grpc.stream_stream_rpc_method_handler(
-            self._stream,
-            request_deserializer=discovery_pb2.DiscoveryRequest.FromString,
-            response_serializer=None,  # responses are already serialised bytes
-        )
-        return grpc.method_handlers_generic_handler(service, {method: handler})
+        delta_method = type_urls.DELTA_ADS_METHOD.rpartition("/")[2]
+        handlers = {
+            method: grpc.stream_stream_rpc_method_handler(
+                self._stream,
+                request_deserializer=discovery_pb2.DiscoveryRequest.FromString,
+                response_serializer=None,  # responses are already serialised bytes
+            ),
+            delta_method: grpc.stream_stream_rpc_method_handler(
+                self._delta_stream,
+                request_deserializer=discovery_pb2.DeltaDiscoveryRequest.FromString,
+                response_serializer=None,
+            ),
+        }
+        return grpc.method_handlers_generic_handler(service, handlers)
 
-    async def _group(
-        self,
-        request: discovery_pb2.DiscoveryRequest,
-        context: grpc.aio.ServicerContext[Any, Any],
-    ) -> str:
+    async def _group(self, node: base_pb2.Node, context: grpc.aio.ServicerContext[Any, Any]) -> str:
         # The cache has logged the refusal; the Envoy's log shows this message.
-        group = self._cache.group_of(request.node)
+        group = self._cache.group_of(node)
         if group is None:
-            node = request.node
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"node {node.id!r} (cluster {node.cluster!r}) matches no node group, "
@@ -121,7 +141,28 @@ class AdsHandler:
             snapshot_of=self._cache.snapshot,
             on_ack=self._registry.notify_ack,
         )
-        inbox = _Inbox()
+        await self._serve(stream, stream.on_request, requests, context)
+
+    async def _delta_stream(
+        self,
+        requests: AsyncIterator[discovery_pb2.DeltaDiscoveryRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> None:
+        stream = DeltaStream(
+            stream_id=next(self._ids),
+            snapshot_of=self._cache.snapshot,
+            on_ack=self._registry.notify_ack,
+        )
+        await self._serve(stream, stream.on_request, requests, context)
+
+    async def _serve(
+        self,
+        stream: XdsStream,
+        on_request: _OnRequest[R],
+        requests: AsyncIterator[R],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> None:
+        inbox: _Inbox[R] = _Inbox()
         reader = guarded_task(_read(requests, inbox), name=f"ads-reader-{stream.stream_id}")
         unsubscribe = None
         self._registry.add(stream)
@@ -138,9 +179,9 @@ class AdsHandler:
                     group = (
                         stream.group
                         if stream.node is not None
-                        else await self._group(item, context)
+                        else await self._group(item.node, context)
                     )
-                    out = stream.on_request(item, group=group)
+                    out = on_request(item, group=group)
                     if unsubscribe is None:
                         unsubscribe = self._cache.subscribe(stream.group, inbox.wake)
                         log.info("envoy connected", stream=stream.stream_id, node_id=item.node.id)

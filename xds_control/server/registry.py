@@ -1,4 +1,4 @@
-"""The open ADS streams, for the admin API."""
+"""The open ADS streams (either variant), for the admin API."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xds_control.server.metrics import STREAMS
-from xds_control.server.stream import AdsStream, TypeState
+from xds_control.server.session import TypeState, XdsStream
 
 __all__ = ["StreamRegistry"]
 
@@ -15,24 +15,24 @@ class StreamRegistry:
     """Open streams by id."""
 
     def __init__(self) -> None:
-        self._streams: dict[int, AdsStream] = {}
-        self._ack_listeners: list[Callable[[AdsStream, TypeState], None]] = []
+        self._streams: dict[int, XdsStream] = {}
+        self._ack_listeners: list[Callable[[XdsStream, TypeState], None]] = []
 
-    def add_ack_listener(self, listener: Callable[[AdsStream, TypeState], None]) -> None:
+    def add_ack_listener(self, listener: Callable[[XdsStream, TypeState], None]) -> None:
         """Call ``listener`` (synchronously, cheaply, never raising) on every ACK."""
         self._ack_listeners.append(listener)
 
-    def notify_ack(self, stream: AdsStream, state: TypeState) -> None:
+    def notify_ack(self, stream: XdsStream, state: TypeState) -> None:
         """An Envoy accepted a response."""
         for listener in self._ack_listeners:
             listener(stream, state)
 
-    def add(self, stream: AdsStream) -> None:
+    def add(self, stream: XdsStream) -> None:
         """Track an open stream."""
         self._streams[stream.stream_id] = stream
         STREAMS.set(len(self._streams))
 
-    def remove(self, stream: AdsStream) -> None:
+    def remove(self, stream: XdsStream) -> None:
         """Forget a closed stream."""
         self._streams.pop(stream.stream_id, None)
         STREAMS.set(len(self._streams))

@@ -6,116 +6,67 @@ Pure logic with no gRPC in it: requests and snapshot changes go in, serialised
 
 from __future__ import annotations
 
-import itertools
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+import hashlib
 
-import structlog
-from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import discovery_pb2
+from google.protobuf.message import Message
 
-from xds_control.server.metrics import NACKS, REQUESTS, RESPONSES
-from xds_control.xds import Snapshot
+from xds_control.server.metrics import REQUESTS
+from xds_control.server.session import SentResponse, TypeState, XdsStream
+from xds_control.xds import PreparedResource, ResourceSet, Snapshot
 from xds_control.xds import type_urls as urls
+from xds_control.xds.snapshot import empty_assignment, sotw_header, sotw_response
 
-__all__ = ["AdsStream", "TypeState"]
+__all__ = ["AdsStream"]
 
-log = structlog.get_logger(__name__)
-
-
-@dataclass
-class TypeState:
-    """Per type URL on one stream."""
-
-    type_url: str
-    requested: bool = False
-    wildcard: bool = False
-    names: frozenset[str] = frozenset()
-    nonce: str = ""
-    sent_version: str = ""
-    acked_version: str = ""
-    acked_at: float = 0.0
-    nacked_version: str | None = None
-    last_error: str | None = None
-    responses: int = 0
-    nacks: int = 0
-    sent: dict[str, str] = field(default_factory=dict)
-    """Name -> digest of what Envoy has (or is being sent) on this stream: EDS and RDS
-    responses carry only resources whose digest differs."""
-    last_names: tuple[str, ...] = ()
-
-    def describe(self) -> dict[str, Any]:
-        """JSON view for the admin API."""
-        return {
-            "type": urls.SHORT_NAMES.get(self.type_url, self.type_url),
-            "acked_version": self.acked_version,
-            "acked_at": self.acked_at,
-            "sent_version": self.sent_version,
-            "resources": "*" if self.wildcard else sorted(self.names),
-            "responses": self.responses,
-            "nacks": self.nacks,
-            "nacked_version": self.nacked_version,
-            "last_error": self.last_error,
-        }
+_UNKNOWN = "?"
+"""The digest of a resource a reconnecting Envoy has in an older version: anything differs."""
 
 
-class AdsStream:
-    """State-of-the-world ADS for one Envoy. Not thread-safe; one event loop drives it."""
+class AdsStream(XdsStream):
+    """State-of-the-world ADS for one Envoy."""
 
-    def __init__(
-        self,
-        *,
-        stream_id: int,
-        snapshot_of: Callable[[str], Snapshot | None],
-        on_ack: Callable[[AdsStream, TypeState], None] | None = None,
-    ) -> None:
-        self.stream_id = stream_id
-        self._on_ack = on_ack
-        self.node: base_pb2.Node | None = None
-        self.group = ""
-        self.types: dict[str, TypeState] = {}
-        self._snapshot_of = snapshot_of
-        self._nonces = itertools.count(1)
-        self._log = log.bind(stream=stream_id)
+    variant = "sotw"
 
     def on_request(self, request: discovery_pb2.DiscoveryRequest, *, group: str) -> list[bytes]:
-        """Handle one request; return the responses it calls for (zero or one)."""
-        if self.node is None:
-            self.node = request.node
-            self.group = group
-            self._log = self._log.bind(node_id=request.node.id)
+        """Handle one request; return the responses it calls for (zero, one, or a CDS response
+        too when an ACKed route table lets a dropped cluster go)."""
+        self._bind(request.node, group)
         type_url = request.type_url
         short = urls.SHORT_NAMES.get(type_url, "other")
         state = self.types.setdefault(type_url, TypeState(type_url=type_url))
         if request.response_nonce and request.response_nonce != state.nonce:
             REQUESTS.labels(type=short, kind="stale").inc()
             return []
+        first = not state.requested
         names = frozenset(request.resource_names)
         state.requested = True
         state.wildcard = type_url in urls.WILDCARD_TYPES and (not names or "*" in names)
         state.names = names
+        if not state.wildcard:
+            _forget_unsubscribed(state)
+        answered = state.in_flight.pop(request.response_nonce, None)
         if request.HasField("error_detail"):
-            self._nack(state, request)
+            rejected = answered or SentResponse(version=state.sent_version, entries={})
+            self._reject(state, rejected, request.error_detail.message)
             return []
         snapshot = self._snapshot_of(self.group)
-        if request.response_nonce:
-            REQUESTS.labels(type=short, kind="ack").inc()
-            state.acked_version = request.version_info
-            state.acked_at = time.time()
-            if self._on_ack is not None:
-                self._on_ack(self, state)
-        else:
+        if answered is not None:
+            self._accept(state, answered)
+        elif not request.response_nonce:
             REQUESTS.labels(type=short, kind="initial").inc()
             state.acked_version = request.version_info
-            if snapshot is not None and type_url in snapshot.types:
-                self._adopt(state, snapshot, request.version_info)
-        out = self._respond(state, snapshot)
-        return [out] if out is not None else []
+            if first and request.version_info and snapshot is not None:
+                _resume(state, snapshot.resource_set(type_url), request.version_info)
+        out = [self._respond(state, snapshot)]
+        if answered is not None and type_url in (urls.ROUTE, urls.LISTENER):
+            clusters = self.types.get(urls.CLUSTER)
+            if clusters is not None and clusters.requested:
+                out.append(self._respond(clusters, snapshot))
+        return [response for response in out if response is not None]
 
     def on_snapshot(self) -> list[bytes]:
-        """The group's snapshot changed: push every type whose content changed."""
+        """The group's snapshot changed: push every type whose content changed, in order."""
         snapshot = self._snapshot_of(self.group)
         out = []
         for type_url in urls.ORDER:
@@ -126,74 +77,72 @@ class AdsStream:
                     out.append(response)
         return out
 
-    def _adopt(self, state: TypeState, snapshot: Snapshot, version: str) -> None:
-        # A reconnecting Envoy that already has this version needs nothing re-sent: same
-        # content hash, same resources (this is what makes a control-plane restart churn-free).
-        resources = snapshot.resource_set(state.type_url)
-        if version and version == resources.version:
-            state.sent_version = version
-            state.sent = {name: p.digest for name, p in resources.resources.items()}
-
-    def _nack(self, state: TypeState, request: discovery_pb2.DiscoveryRequest) -> None:
-        short = urls.SHORT_NAMES.get(state.type_url, "other")
-        REQUESTS.labels(type=short, kind="nack").inc()
-        NACKS.labels(type=short).inc()
-        state.nacks += 1
-        state.nacked_version = state.sent_version
-        state.last_error = request.error_detail.message
-        for name in state.last_names:
-            state.sent.pop(name, None)
-        self._log.warning(
-            "envoy rejected a response",
-            type_url=state.type_url,
-            rejected_version=state.sent_version,
-            kept_version=request.version_info,
-            error=request.error_detail.message,
-        )
-
     def _respond(self, state: TypeState, snapshot: Snapshot | None) -> bytes | None:
         if snapshot is None:
             return None
         resources = snapshot.resource_set(state.type_url)
-        if resources.version == state.nacked_version:
-            return None  # Envoy rejected exactly this content; wait for a new version.
         if state.wildcard:
-            if resources.version == state.sent_version:
-                return None
-            names = sorted(resources.resources)
+            response = self._complete(state, snapshot, resources)
         else:
-            names = [
-                name
-                for name in sorted(state.names)
-                if name in resources.resources
-                and state.sent.get(name) != resources.resources[name].digest
-            ]
-            if not names:
-                return None
-        nonce = str(next(self._nonces))
-        state.nonce = nonce
-        state.sent_version = resources.version
-        state.last_names = tuple(names)
-        state.responses += 1
-        for name in names:
-            state.sent[name] = resources.resources[name].digest
-        RESPONSES.labels(type=urls.SHORT_NAMES.get(state.type_url, "other")).inc()
-        self._log.debug(
-            "response",
-            type_url=state.type_url,
-            version=resources.version,
-            resources=len(names),
-            nonce=nonce,
-        )
-        return resources.response(names=names, nonce=nonce)
+            response = _changes(state, resources)
+        if response is None or response.version == state.nacked_version:
+            return None  # nothing new, or Envoy rejected exactly this content
+        state.in_flight.clear()  # only the newest nonce counts in the state of the world
+        nonce = self._record(state, response)
+        if response.version == resources.version:
+            header = resources.header
+        else:
+            header = sotw_header(type_url=state.type_url, version=response.version)
+        return sotw_response(header=header, entries=response.entries.values(), nonce=nonce)
 
-    def describe(self) -> dict[str, Any]:
-        """JSON view for the admin API (what ``xdsctl proxy-status`` shows)."""
-        node = self.node
-        return {
-            "stream": self.stream_id,
-            "node_id": node.id if node is not None else "",
-            "node_cluster": node.cluster if node is not None else "",
-            "group": self.group,
-            "types": [self.types[t].describe() for t in urls.ORDER if t in self.types],
-        }
+    def _complete(
+        self, state: TypeState, snapshot: Snapshot, resources: ResourceSet[Message]
+    ) -> SentResponse | None:
+        # CDS and LDS carry the whole set; a dropped cluster some route still names stays in it.
+        entries = {name: resources.resources[name] for name in sorted(resources.resources)}
+        version = resources.version
+        if state.type_url == urls.CLUSTER:
+            held = {
+                n: state.acked[n] for n in sorted(self.held_clusters(snapshot) & state.acked.keys())
+            }
+            if held:
+                entries.update(held)
+                digests = "".join(f"{n}\0{p.digest}\0" for n, p in held.items())
+                version = f"{version}+{hashlib.sha256(digests.encode()).hexdigest()[:8]}"
+        if state.sent_version and {n: p.digest for n, p in entries.items()} == state.sent:
+            return None
+        return SentResponse(version=version, entries=entries, complete=True)
+
+
+def _changes(state: TypeState, resources: ResourceSet[Message]) -> SentResponse | None:
+    # EDS and RDS carry only what differs from what this Envoy has (xDS protocol, "Grouping
+    # Resources into Responses"). A cluster the snapshot does not know gets an empty assignment,
+    # so that it finishes warming instead of waiting for ever.
+    entries: dict[str, PreparedResource[Message]] = {}
+    for name in sorted(state.names):
+        prepared = resources.resources.get(name)
+        if prepared is None and state.type_url == urls.ENDPOINT and name not in state.sent:
+            prepared = empty_assignment(name)
+        if prepared is not None and state.sent.get(name) != prepared.digest:
+            entries[name] = prepared
+    return SentResponse(version=resources.version, entries=entries) if entries else None
+
+
+def _forget_unsubscribed(state: TypeState) -> None:
+    # Envoy drops what it no longer asks for: asked again, it is sent again.
+    for known in (state.sent, state.acked):
+        for name in known.keys() - state.names:
+            del known[name]
+
+
+def _resume(state: TypeState, resources: ResourceSet[Message], version: str) -> None:
+    # A reconnecting Envoy that already has this version needs nothing re-sent: same content
+    # hash, same resources (this is what makes a control-plane restart churn-free). With another
+    # version, it still has *some* version of each name it asks for: none of them is unknown.
+    if version == resources.version:
+        state.sent_version = version
+        wanted = resources.resources.keys() if state.wildcard else state.names
+        has = {n: p.digest for n, p in resources.resources.items() if n in wanted}
+        state.adopt(resources.resources, has)
+    elif not state.wildcard:
+        state.sent.update(dict.fromkeys(state.names, _UNKNOWN))

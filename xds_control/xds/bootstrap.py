@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-__all__ = ["XDS_CLUSTER", "build_bootstrap"]
+__all__ = ["XDS_CLUSTER", "AdsVariant", "build_bootstrap"]
 
 XDS_CLUSTER = "xds_control"
+
+AdsVariant = Literal["sotw", "delta"]
+"""State of the world (``GRPC``) or incremental (``DELTA_GRPC``): the server speaks both."""
 
 
 def build_bootstrap(
@@ -17,11 +20,13 @@ def build_bootstrap(
     xds_port: int,
     admin_port: int = 9901,
     discovery: Literal["static", "dns"] = "static",
+    ads: AdsVariant = "sotw",
 ) -> dict[str, Any]:
     """A bootstrap (as a YAML/JSON-ready dict) for an Envoy that pulls everything over ADS.
 
     ``discovery="static"`` suits a sidecar (control plane on loopback); ``"dns"`` a gateway that
-    reaches a central control plane through a Kubernetes Service name.
+    reaches a central control plane through a Kubernetes Service name. ``ads="delta"`` makes
+    Envoy use incremental xDS: only changed resources travel, and removals are explicit.
     """
     return {
         "node": {"id": node_id, "cluster": node_cluster},
@@ -30,7 +35,7 @@ def build_bootstrap(
         },
         "dynamic_resources": {
             "ads_config": {
-                "api_type": "GRPC",
+                "api_type": "DELTA_GRPC" if ads == "delta" else "GRPC",
                 "transport_api_version": "V3",
                 "set_node_on_first_message_only": True,
                 "grpc_services": [

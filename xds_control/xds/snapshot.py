@@ -7,6 +7,7 @@ same config publish the same version, and a restarted control plane causes no ch
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +29,17 @@ from xds_control.errors import SnapshotError
 from xds_control.xds import type_urls
 from xds_control.xds.wire import length_delimited
 
-__all__ = ["PreparedResource", "ResourceSet", "Snapshot", "build_snapshot"]
+__all__ = [
+    "PreparedResource",
+    "ResourceSet",
+    "Snapshot",
+    "build_snapshot",
+    "delta_header",
+    "delta_response",
+    "empty_assignment",
+    "sotw_header",
+    "sotw_response",
+]
 
 _CONTROL_PLANE = base_pb2.ControlPlane(identifier=f"xds-control/{__version__}").SerializeToString()
 
@@ -40,12 +51,17 @@ M = TypeVar("M", bound=Message)
 
 @dataclass(frozen=True, slots=True)
 class PreparedResource(Generic[M_co]):
-    """One resource, serialised once: ``framed`` is a ready ``resources`` entry (an ``Any``)."""
+    """One resource, serialised once: ``framed`` is a ready state-of-the-world ``resources``
+    entry (an ``Any``), ``delta_framed`` a ready incremental one (a ``Resource`` carrying the
+    name and ``digest`` as its version)."""
 
     name: str
     message: M_co
     framed: bytes
+    delta_framed: bytes
     digest: str
+    references: frozenset[str] = frozenset()
+    """What the resource names: a route table's clusters, a listener's route tables."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +73,54 @@ class ResourceSet(Generic[M_co]):
     resources: Mapping[str, PreparedResource[M_co]]
     header: bytes = field(repr=False)
     """``version_info``, ``type_url`` and ``control_plane``, framed: the start of a response."""
+    delta_header: bytes = field(repr=False)
+    """The same for a ``DeltaDiscoveryResponse`` (``system_version_info``)."""
 
     def response(self, *, names: Iterable[str], nonce: str) -> bytes:
         """A serialised ``DiscoveryResponse`` carrying ``names``: no per-stream serialising."""
-        parts = [self.header]
-        parts.extend(self.resources[name].framed for name in names)
-        parts.append(length_delimited(type_urls.RESPONSE_NONCE, nonce.encode()))
-        return b"".join(parts)
+        entries = (self.resources[name] for name in names)
+        return sotw_response(header=self.header, entries=entries, nonce=nonce)
+
+
+def sotw_header(*, type_url: str, version: str) -> bytes:
+    """The fields a ``DiscoveryResponse`` starts with."""
+    return (
+        length_delimited(type_urls.RESPONSE_VERSION_INFO, version.encode())
+        + length_delimited(type_urls.RESPONSE_TYPE_URL, type_url.encode())
+        + length_delimited(type_urls.RESPONSE_CONTROL_PLANE, _CONTROL_PLANE)
+    )
+
+
+def delta_header(*, type_url: str, version: str) -> bytes:
+    """The fields a ``DeltaDiscoveryResponse`` starts with."""
+    return (
+        length_delimited(type_urls.DELTA_SYSTEM_VERSION_INFO, version.encode())
+        + length_delimited(type_urls.DELTA_TYPE_URL, type_url.encode())
+        + length_delimited(type_urls.DELTA_CONTROL_PLANE, _CONTROL_PLANE)
+    )
+
+
+def sotw_response(
+    *, header: bytes, entries: Iterable[PreparedResource[Message]], nonce: str
+) -> bytes:
+    """A serialised ``DiscoveryResponse``: prepared header, prepared entries, the nonce."""
+    parts = [header, *(entry.framed for entry in entries)]
+    parts.append(length_delimited(type_urls.RESPONSE_NONCE, nonce.encode()))
+    return b"".join(parts)
+
+
+def delta_response(
+    *,
+    header: bytes,
+    entries: Iterable[PreparedResource[Message]],
+    removed: Iterable[str],
+    nonce: str,
+) -> bytes:
+    """A serialised ``DeltaDiscoveryResponse``: the changed entries and the removed names."""
+    parts = [header, *(entry.delta_framed for entry in entries)]
+    parts.extend(length_delimited(type_urls.DELTA_REMOVED_RESOURCES, n.encode()) for n in removed)
+    parts.append(length_delimited(type_urls.DELTA_NONCE, nonce.encode()))
+    return b"".join(parts)
 
 
 def _name(message: Message) -> str:
@@ -72,36 +129,79 @@ def _name(message: Message) -> str:
     return str(getattr(message, "name"))  # noqa: B009 - every other xDS resource has one
 
 
+def _unpack_hcm(listener: listener_pb2.Listener) -> Iterable[str]:
+    for chain in listener.filter_chains:
+        for network_filter in chain.filters:
+            manager = hcm.HttpConnectionManager()
+            if network_filter.typed_config.Unpack(manager) and manager.HasField("rds"):
+                yield manager.rds.route_config_name
+
+
+def _route_clusters(table: route_pb2.RouteConfiguration) -> Iterable[str]:
+    for host in table.virtual_hosts:
+        for route in host.routes:
+            if route.route.cluster:
+                yield route.route.cluster
+            yield from (w.name for w in route.route.weighted_clusters.clusters)
+
+
+def _references(message: Message) -> frozenset[str]:
+    if isinstance(message, listener_pb2.Listener):
+        return frozenset(_unpack_hcm(message))
+    if isinstance(message, route_pb2.RouteConfiguration):
+        return frozenset(_route_clusters(message))
+    return frozenset()
+
+
+def _prepare_one(type_url: str, message: M) -> PreparedResource[M]:
+    name = _name(message)
+    value = message.SerializeToString(deterministic=True)
+    any_bytes = length_delimited(type_urls.ANY_TYPE_URL, type_url.encode())
+    any_bytes += length_delimited(type_urls.ANY_VALUE, value)
+    digest = hashlib.sha256(value).hexdigest()[:16]
+    entry = (
+        length_delimited(type_urls.RESOURCE_NAME, name.encode())
+        + length_delimited(type_urls.RESOURCE_VERSION, digest.encode())
+        + length_delimited(type_urls.RESOURCE_RESOURCE, any_bytes)
+    )
+    return PreparedResource(
+        name=name,
+        message=message,
+        framed=length_delimited(type_urls.RESPONSE_RESOURCES, any_bytes),
+        delta_framed=length_delimited(type_urls.DELTA_RESOURCES, entry),
+        digest=digest,
+        references=_references(message),
+    )
+
+
 def _prepare(type_url: str, messages: Iterable[M]) -> ResourceSet[M]:
     resources: dict[str, PreparedResource[M]] = {}
     for message in messages:
-        name = _name(message)
-        if name in resources:
-            raise SnapshotError(f"two {type_urls.SHORT_NAMES[type_url]} resources named {name!r}")
-        value = message.SerializeToString(deterministic=True)
-        any_bytes = length_delimited(type_urls.ANY_TYPE_URL, type_url.encode())
-        any_bytes += length_delimited(type_urls.ANY_VALUE, value)
-        resources[name] = PreparedResource(
-            name=name,
-            message=message,
-            framed=length_delimited(type_urls.RESPONSE_RESOURCES, any_bytes),
-            digest=hashlib.sha256(value).hexdigest()[:16],
-        )
+        prepared = _prepare_one(type_url, message)
+        if prepared.name in resources:
+            short = type_urls.SHORT_NAMES[type_url]
+            raise SnapshotError(f"two {short} resources named {prepared.name!r}")
+        resources[prepared.name] = prepared
     hasher = hashlib.sha256(type_url.encode())
     for name in sorted(resources):
         hasher.update(f"\0{name}\0{resources[name].digest}".encode())
     version = hasher.hexdigest()[:16]
-    header = (
-        length_delimited(type_urls.RESPONSE_VERSION_INFO, version.encode())
-        + length_delimited(type_urls.RESPONSE_TYPE_URL, type_url.encode())
-        + length_delimited(type_urls.RESPONSE_CONTROL_PLANE, _CONTROL_PLANE)
-    )
     return ResourceSet(
         type_url=type_url,
         version=version,
         resources=MappingProxyType(resources),
-        header=header,
+        header=sotw_header(type_url=type_url, version=version),
+        delta_header=delta_header(type_url=type_url, version=version),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def empty_assignment(cluster_name: str) -> PreparedResource[endpoint_pb2.ClusterLoadAssignment]:
+    """A ClusterLoadAssignment with no endpoints: the answer to an EDS request for a cluster
+    this control plane does not know, so that Envoy's cluster finishes warming (empty) instead
+    of waiting for ever."""
+    message = endpoint_pb2.ClusterLoadAssignment(cluster_name=cluster_name)
+    return _prepare_one(type_urls.ENDPOINT, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,14 +230,6 @@ class Snapshot:
         return found if found is not None else _prepare(type_url, ())
 
 
-def _unpack_hcm(listener: listener_pb2.Listener) -> Iterable[str]:
-    for chain in listener.filter_chains:
-        for network_filter in chain.filters:
-            manager = hcm.HttpConnectionManager()
-            if network_filter.typed_config.Unpack(manager) and manager.HasField("rds"):
-                yield manager.rds.route_config_name
-
-
 def consistency_problems(snapshot: Snapshot) -> list[str]:
     """Every EDS cluster has its assignment and every assignment its cluster; likewise every
     RDS name a listener asks for exists and every route table is used."""
@@ -151,7 +243,7 @@ def consistency_problems(snapshot: Snapshot) -> list[str]:
     problems += [f"ClusterLoadAssignment {n!r} has no cluster" for n in assignments - eds_names]
     wanted: set[str] = set()
     for prepared in snapshot.listeners.resources.values():
-        wanted.update(_unpack_hcm(prepared.message))
+        wanted.update(prepared.references)
     routes = set(snapshot.route_configs.resources)
     problems += [f"route table {n!r} is referenced but missing" for n in wanted - routes]
     problems += [f"route table {n!r} is not referenced" for n in routes - wanted]

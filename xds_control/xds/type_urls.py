@@ -1,5 +1,6 @@
 """xDS protocol constants, in one place: type URLs, the ADS service and method names, and the
-field numbers the prepared-bytes framing writes (``xds/wire.py``)."""
+field numbers the prepared-bytes framing writes (``xds/wire.py``) for both protocol variants,
+state of the world and incremental (delta)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,18 @@ __all__ = [
     "ANY_VALUE",
     "CLUSTER",
     "DELTA_ADS_METHOD",
+    "DELTA_CONTROL_PLANE",
+    "DELTA_NONCE",
+    "DELTA_REMOVED_RESOURCES",
+    "DELTA_RESOURCES",
+    "DELTA_SYSTEM_VERSION_INFO",
+    "DELTA_TYPE_URL",
     "ENDPOINT",
     "LISTENER",
     "ORDER",
+    "RESOURCE_NAME",
+    "RESOURCE_RESOURCE",
+    "RESOURCE_VERSION",
     "RESPONSE_CONTROL_PLANE",
     "RESPONSE_NONCE",
     "RESPONSE_RESOURCES",
@@ -65,3 +75,17 @@ RESPONSE_CONTROL_PLANE: Final = _field_number(_RESPONSE, "control_plane")
 ANY_TYPE_URL: Final = _field_number(any_pb2.Any, "type_url")
 ANY_VALUE: Final = _field_number(any_pb2.Any, "value")
 """``google.protobuf.Any`` field numbers: each resource is framed as one."""
+
+_DELTA = discovery_pb2.DeltaDiscoveryResponse
+DELTA_SYSTEM_VERSION_INFO: Final = _field_number(_DELTA, "system_version_info")
+DELTA_RESOURCES: Final = _field_number(_DELTA, "resources")
+DELTA_TYPE_URL: Final = _field_number(_DELTA, "type_url")
+DELTA_NONCE: Final = _field_number(_DELTA, "nonce")
+DELTA_REMOVED_RESOURCES: Final = _field_number(_DELTA, "removed_resources")
+DELTA_CONTROL_PLANE: Final = _field_number(_DELTA, "control_plane")
+"""``DeltaDiscoveryResponse`` field numbers: the incremental protocol's responses."""
+
+RESOURCE_NAME: Final = _field_number(discovery_pb2.Resource, "name")
+RESOURCE_VERSION: Final = _field_number(discovery_pb2.Resource, "version")
+RESOURCE_RESOURCE: Final = _field_number(discovery_pb2.Resource, "resource")
+"""``Resource`` field numbers: each delta response entry names its resource and its digest."""

@@ -19,7 +19,7 @@ from xds_control.control import reconcile_once
 from xds_control.control.reconcile import EndpointWeight
 from xds_control.discovery import Endpoint, to_endpoints
 from xds_control.errors import HarnessError
-from xds_control.server import AdsStream, StreamRegistry, TypeState, XdsServer
+from xds_control.server import StreamRegistry, TypeState, XdsServer, XdsStream
 from xds_control.xds import type_urls as urls
 from xds_lab.harness.envoy import EnvoyProcess
 from xds_lab.harness.pool_config import POOL
@@ -79,7 +79,7 @@ class AckWaiter:
         """Nodes that have not ACKed yet."""
         return sorted(self._pending)
 
-    def on_ack(self, stream: AdsStream, state: TypeState) -> None:
+    def on_ack(self, stream: XdsStream, state: TypeState) -> None:
         """ACK listener: runs inside the stream's read loop, so the stamp is the arrival."""
         if state.type_url != urls.ENDPOINT or state.acked_version != self._version:
             return

@@ -13,6 +13,7 @@ import aiohttp
 
 from xds_control.errors import HarnessError
 from xds_control.xds import build_bootstrap
+from xds_control.xds.bootstrap import AdsVariant
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.process import ManagedProcess, wait_until_ready
 
@@ -58,6 +59,7 @@ class EnvoyProcess:
         node_id: str = "envoy-0",
         node_cluster: str = "gateway",
         envoy_bin: Path | None = None,
+        ads: AdsVariant = "sotw",
     ) -> None:
         self.node_id = node_id
         self.admin_port = free_port()
@@ -68,6 +70,7 @@ class EnvoyProcess:
             xds_host="127.0.0.1",
             xds_port=xds_port,
             admin_port=self.admin_port,
+            ads=ads,
         )
         workdir.mkdir(parents=True, exist_ok=True)
         self.bootstrap_path = workdir / f"bootstrap-{node_id}.json"

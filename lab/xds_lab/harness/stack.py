@@ -18,6 +18,7 @@ import structlog
 
 from xds_control.errors import HarnessError
 from xds_control.tasks import guarded_task
+from xds_control.xds.bootstrap import AdsVariant
 from xds_lab.harness.control_plane import ControlPlaneProcess
 from xds_lab.harness.envoy import ClusterHost, EnvoyProcess
 from xds_lab.harness.pool_config import POOL
@@ -52,8 +53,12 @@ class Stack(Generic[B]):
     """``backends``, the control plane serving ``workdir/config.yaml`` and the Envoys started
     against it; ``close`` stops all of them."""
 
-    def __init__(self, *, workdir: Path, backends: B, log_level: str = "info") -> None:
+    def __init__(
+        self, *, workdir: Path, backends: B, log_level: str = "info", ads: AdsVariant = "sotw"
+    ) -> None:
         self.workdir = workdir
+        self.ads = ads
+        """The xDS variant every Envoy of this stack speaks."""
         self.backends = backends
         self.listener_port = free_port()
         self.control_plane = ControlPlaneProcess(
@@ -111,6 +116,7 @@ class Stack(Generic[B]):
             workdir=workdir or self.workdir,
             xds_port=self.control_plane.xds_port,
             node_id=node_id or f"envoy-{len(self.envoys)}",
+            ads=self.ads,
         )
         self.envoys.append(envoy)
         await envoy.start()

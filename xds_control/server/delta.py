@@ -1,0 +1,167 @@
+"""One incremental (delta) ADS stream: subscriptions, per-resource versions, removals.
+
+Pure logic with no gRPC in it, like ``stream.py`` for the state of the world: requests and
+snapshot changes go in, serialised ``DeltaDiscoveryResponse`` bytes come out. A resource's
+version is its content digest, so a response carries exactly the resources whose digest
+differs from what this Envoy has: a weight change in one pool sends one ClusterLoadAssignment.
+A reconnecting Envoy names what it has (``initial_resource_versions``); what matches is not
+sent again.
+"""
+
+from __future__ import annotations
+
+from envoy.service.discovery.v3 import discovery_pb2
+from google.protobuf.message import Message
+
+from xds_control.server.metrics import REQUESTS
+from xds_control.server.session import SentResponse, TypeState, XdsStream
+from xds_control.xds import PreparedResource, ResourceSet, Snapshot
+from xds_control.xds import type_urls as urls
+from xds_control.xds.snapshot import delta_response, empty_assignment
+
+__all__ = ["DeltaStream"]
+
+WILDCARD = "*"
+
+_REMOVABLE = frozenset({urls.CLUSTER, urls.LISTENER})
+"""Types whose removals the server announces. An EDS or RDS name goes when Envoy unsubscribes
+(its cluster or listener went first); removing a ClusterLoadAssignment under a live cluster
+would empty it."""
+
+_IN_FLIGHT_LIMIT = 64
+"""Unanswered responses kept per type; Envoy answers each, so this only bounds a stuck peer."""
+
+
+class DeltaStream(XdsStream):
+    """Incremental ADS for one Envoy."""
+
+    variant = "delta"
+
+    def on_request(
+        self, request: discovery_pb2.DeltaDiscoveryRequest, *, group: str
+    ) -> list[bytes]:
+        """Handle one request (an ACK, a NACK, a subscription change, or several at once);
+        return the responses it calls for."""
+        self._bind(request.node, group)
+        type_url = request.type_url
+        first = type_url not in self.types
+        state = self.types.setdefault(type_url, TypeState(type_url=type_url))
+        accepted = self._answer(state, request)
+        snapshot = self._snapshot_of(self.group)
+        _subscribe(state, request, first=first, snapshot=snapshot)
+        out = [self._respond(state, snapshot)]
+        if accepted and type_url in (urls.ROUTE, urls.LISTENER):
+            # The route tables Envoy runs changed: a held cluster may go now.
+            clusters = self.types.get(urls.CLUSTER)
+            if clusters is not None:
+                out.append(self._respond(clusters, snapshot))
+        return [response for response in out if response is not None]
+
+    def on_snapshot(self) -> list[bytes]:
+        """The group's snapshot changed: push what changed, type by type in order."""
+        snapshot = self._snapshot_of(self.group)
+        out = []
+        for type_url in urls.ORDER:
+            state = self.types.get(type_url)
+            if state is not None:
+                response = self._respond(state, snapshot)
+                if response is not None:
+                    out.append(response)
+        return out
+
+    def _answer(self, state: TypeState, request: discovery_pb2.DeltaDiscoveryRequest) -> bool:
+        # An ACK or NACK names the response by nonce; any number may be in flight.
+        short = urls.SHORT_NAMES.get(state.type_url, "other")
+        if not request.response_nonce:
+            REQUESTS.labels(type=short, kind="initial").inc()
+            return False
+        answered = state.in_flight.pop(request.response_nonce, None)
+        if answered is None:
+            REQUESTS.labels(type=short, kind="stale").inc()
+            return False
+        if request.HasField("error_detail"):
+            self._reject(state, answered, request.error_detail.message)
+            return False
+        self._accept(state, answered)
+        return True
+
+    def _respond(self, state: TypeState, snapshot: Snapshot | None) -> bytes | None:
+        if snapshot is None or not state.requested:
+            return None
+        resources = snapshot.resource_set(state.type_url)
+        if resources.version == state.nacked_version:
+            return None  # Envoy rejected exactly this content; wait for a new version.
+        first_answer = state.wildcard and state.responses == 0 and not state.sent
+        entries = _changed(state, resources)
+        removed = self._removed(state, snapshot, resources)
+        if not entries and not removed and not first_answer:
+            return None
+        response = SentResponse(version=resources.version, entries=entries, removed=removed)
+        nonce = self._record(state, response)
+        while len(state.in_flight) > _IN_FLIGHT_LIMIT:
+            del state.in_flight[next(iter(state.in_flight))]
+        return delta_response(
+            header=resources.delta_header,
+            entries=entries.values(),
+            removed=removed,
+            nonce=nonce,
+        )
+
+    def _removed(
+        self, state: TypeState, snapshot: Snapshot, resources: ResourceSet[Message]
+    ) -> tuple[str, ...]:
+        if state.type_url not in _REMOVABLE:
+            return ()
+        gone = {
+            name
+            for name in state.sent.keys() - resources.resources.keys()
+            if state.wildcard or name in state.names
+        }
+        if state.type_url == urls.CLUSTER:
+            gone -= self.held_clusters(snapshot)
+        return tuple(sorted(gone))
+
+
+def _subscribe(
+    state: TypeState,
+    request: discovery_pb2.DeltaDiscoveryRequest,
+    *,
+    first: bool,
+    snapshot: Snapshot | None,
+) -> None:
+    subscribe = set(request.resource_names_subscribe)
+    unsubscribe = set(request.resource_names_unsubscribe)
+    has = dict(request.initial_resource_versions) if first else {}
+    if first:
+        state.requested = True
+        # Legacy wildcard: the first request for CDS or LDS names nothing.
+        state.wildcard = state.type_url in urls.WILDCARD_TYPES and not subscribe
+        known = snapshot.resource_set(state.type_url).resources if snapshot is not None else {}
+        state.adopt(known, has)
+    if WILDCARD in subscribe:
+        state.wildcard = True
+    if WILDCARD in unsubscribe:
+        state.wildcard = False
+    subscribe.discard(WILDCARD)
+    unsubscribe.discard(WILDCARD)
+    # A name subscribed again is sent again (Envoy dropped it when it unsubscribed).
+    for name in (subscribe - has.keys()) | unsubscribe:
+        state.sent.pop(name, None)
+        state.acked.pop(name, None)
+    state.names = frozenset((state.names | subscribe) - unsubscribe)
+
+
+def _changed(
+    state: TypeState, resources: ResourceSet[Message]
+) -> dict[str, PreparedResource[Message]]:
+    # A cluster the snapshot does not know gets an empty assignment, so that it finishes
+    # warming instead of waiting for ever.
+    wanted = state.names | resources.resources.keys() if state.wildcard else state.names
+    entries: dict[str, PreparedResource[Message]] = {}
+    for name in sorted(wanted):
+        prepared = resources.resources.get(name)
+        if prepared is None and state.type_url == urls.ENDPOINT and name not in state.sent:
+            prepared = empty_assignment(name)
+        if prepared is not None and state.sent.get(name) != prepared.digest:
+            entries[name] = prepared
+    return entries
