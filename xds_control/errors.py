@@ -53,7 +53,8 @@ class SnapshotError(XdsControlError):
 
 
 class ServeError(XdsControlError):
-    """A server (ADS gRPC) cannot listen on its address: taken, or not an address of this host."""
+    """A server (ADS gRPC or admin HTTP) cannot listen on its address: taken, or not an
+    address of this host."""
 
 
 class HarnessError(XdsControlError):

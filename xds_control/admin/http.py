@@ -11,6 +11,7 @@ from xds_control.admin.views import endpoints_view, snapshot_view, status_view, 
 from xds_control.cache import SnapshotCache, group_names
 from xds_control.config import parse_host_port
 from xds_control.control import EngineView, LoopState
+from xds_control.errors import ServeError
 from xds_control.server import StreamRegistry
 
 __all__ = ["AdminServer"]
@@ -59,7 +60,12 @@ class AdminServer:
         self._runner = web.AppRunner(self._app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._address.host, self._address.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            address = f"{self._address.host}:{self._address.port}"
+            raise ServeError(f"admin HTTP cannot listen on {address}: {exc.strerror}") from exc
         server = site._server  # aiohttp keeps the bound socket here; needed for port 0
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self._address.port

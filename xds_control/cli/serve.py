@@ -17,7 +17,7 @@ from xds_control.cli.app import App
 from xds_control.cli.validate import EXIT_INVALID, ConfigOption
 from xds_control.config import Config, load_config, parse_host_port
 from xds_control.control import ControlLoop, Weigher
-from xds_control.errors import ConfigError
+from xds_control.errors import ConfigError, ServeError
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.tasks import guarded_task
 
@@ -39,6 +39,7 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
     nothing, so they keep running what they have."""
     cache = MemorySnapshotCache()
     registry = StreamRegistry()
+    xds = XdsServer(cache=cache, registry=registry, address=xds_address)  # binds: may raise
     client = aiohttp.ClientSession()
     weigher = Weigher.from_config(client=client, signals=config.signals)
     loop = ControlLoop(
@@ -55,7 +56,6 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         crashed.append(f"{name} crashed: {type(exc).__name__}: {exc}")
         stop.set()
 
-    xds = XdsServer(cache=cache, registry=registry, address=xds_address)
     admin = AdminServer(
         address=admin_address,
         state=loop.state,
@@ -64,22 +64,23 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         engine=weigher.view,
         failure=lambda: crashed[0] if crashed else None,
     )
-    await xds.start()
-    await admin.start()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        asyncio.get_running_loop().add_signal_handler(signum, stop.set)
-    tasks = [
-        guarded_task(loop.run(), name="control-loop", on_crash=on_crash),
-        guarded_task(loop.scrape_forever(), name="signals-scrape", on_crash=on_crash),
-    ]
-    log.info(
-        "listening; serving once the first snapshot exists",
-        xds_address=xds_address,
-        xds_port=xds.port,
-        admin_address=admin_address,
-        admin_port=admin.port,
-    )
+    tasks: list[asyncio.Task[object]] = []
     try:
+        await xds.start()
+        await admin.start()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+        tasks += [
+            guarded_task(loop.run(), name="control-loop", on_crash=on_crash),
+            guarded_task(loop.scrape_forever(), name="signals-scrape", on_crash=on_crash),
+        ]
+        log.info(
+            "listening; serving once the first snapshot exists",
+            xds_address=xds_address,
+            xds_port=xds.port,
+            admin_address=admin_address,
+            admin_port=admin.port,
+        )
         if await _first_of(loop.published, stop) is loop.published:
             await xds.mark_serving()
             log.info("serving", version=loop.state.version)
@@ -138,14 +139,17 @@ def command(
         for line in problems:
             app.err.print(line, markup=False, highlight=False)
         raise typer.Exit(EXIT_INVALID)
-    code = asyncio.run(
-        serve(
-            config=loaded,
-            config_path=config,
-            xds_address=xds_address or loaded.xds_address,
-            admin_address=admin_address or loaded.admin_address,
+    try:
+        code = asyncio.run(
+            serve(
+                config=loaded,
+                config_path=config,
+                xds_address=xds_address or loaded.xds_address,
+                admin_address=admin_address or loaded.admin_address,
+            )
         )
-    )
+    except ServeError as exc:
+        app.abort(f"xds-control serve: {exc}", EXIT_CRASHED)
     if code:
         raise typer.Exit(code)
 
