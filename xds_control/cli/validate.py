@@ -10,7 +10,7 @@ import typer
 
 from xds_control.cli.app import App
 from xds_control.config import Config, load_config
-from xds_control.control import endpoint_source, reconcile_once
+from xds_control.control import endpoint_source, fleet_version, reconcile_groups
 from xds_control.discovery import Endpoint
 from xds_control.errors import ConfigError, DiscoveryError, SnapshotError
 
@@ -33,7 +33,7 @@ def command(ctx: typer.Context, config: ConfigOption) -> None:
     try:
         loaded = load_config(config)
         endpoints = asyncio.run(_fetch(loaded, config.parent))
-        snapshot = reconcile_once(config=loaded, endpoints=endpoints, weights={})
+        version = fleet_version(reconcile_groups(config=loaded, endpoints=endpoints, weights={}))
     except ConfigError as exc:
         app.err.print(f"{config}: invalid config", markup=False)
         for path, message in exc.problems:
@@ -45,7 +45,7 @@ def command(ctx: typer.Context, config: ConfigOption) -> None:
     count = sum(len(e) for e in endpoints.values())
     app.console.print(
         f"{config}: valid: {summary['pools']} pools, {summary['listeners']} listeners, "
-        f"{summary['routes']} routes, {count} endpoints; version {snapshot.version}",
+        f"{summary['routes']} routes, {count} endpoints; version {version}",
         markup=False,
         highlight=False,
     )
