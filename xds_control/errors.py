@@ -6,8 +6,7 @@
     ├── DiscoveryError         an endpoint source failed (the last good endpoint set is kept)
     ├── SignalError            a signal source failed (the last good weights are kept)
     ├── SnapshotError          a snapshot is not self-consistent and is never published
-    ├── ServeError             a server cannot listen on its address (fatal at start-up)
-    └── HarnessError           a real process the tools start (Envoy, Prometheus, a backend) failed
+    └── ServeError             a server cannot listen on its address (fatal at start-up)
 
 Third-party errors are translated where they enter, with ``raise OurError(...) from exc``.
 """
@@ -17,7 +16,6 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "DiscoveryError",
-    "HarnessError",
     "ServeError",
     "SignalError",
     "SnapshotError",
@@ -55,7 +53,3 @@ class SnapshotError(XdsControlError):
 class ServeError(XdsControlError):
     """A server (ADS gRPC or admin HTTP) cannot listen on its address: taken, or not an
     address of this host."""
-
-
-class HarnessError(XdsControlError):
-    """A process started by the demo, benchmarks or tests did not come up or misbehaved."""

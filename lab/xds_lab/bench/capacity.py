@@ -14,11 +14,11 @@ from typing import Any
 
 import structlog
 
-from xds_control.errors import HarnessError
 from xds_lab.bench.metrics import point_metrics
 from xds_lab.bench.point import load_spec
 from xds_lab.bench.scenario import FleetServer, Scenario
 from xds_lab.bench.stack import BenchStack
+from xds_lab.harness.errors import HarnessError
 from xds_lab.loadgen import Slo, build_requests, run_load
 from xds_lab.sim.profiles import get_profile
 

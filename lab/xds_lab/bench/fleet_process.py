@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 
-from xds_control.errors import HarnessError
+from xds_lab.harness.errors import HarnessError
 from xds_lab.harness.fleet import pinned
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.process import ManagedProcess, wait_until_ready

@@ -18,10 +18,10 @@ from xds_control.config import Config, parse_config
 from xds_control.control import reconcile_once
 from xds_control.control.reconcile import EndpointWeight
 from xds_control.discovery import Endpoint, to_endpoints
-from xds_control.errors import HarnessError
 from xds_control.server import StreamRegistry, TypeState, XdsServer, XdsStream
 from xds_control.xds import type_urls as urls
 from xds_lab.harness.envoy import EnvoyProcess
+from xds_lab.harness.errors import HarnessError
 from xds_lab.harness.pool_config import POOL
 from xds_lab.harness.ports import free_port
 

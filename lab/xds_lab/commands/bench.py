@@ -142,11 +142,12 @@ def run(
     from xds_control.errors import XdsControlError
     from xds_lab.bench import run_scenario_file
     from xds_lab.bench.report import points_table
+    from xds_lab.harness.errors import HarnessError
 
     app: App = ctx.obj if isinstance(ctx.obj, App) else App()
     try:
         result = run_scenario_file(scenario, out_dir=out, quick=quick, plots=plots)
-    except XdsControlError as exc:
+    except (XdsControlError, HarnessError) as exc:
         app.abort(str(exc), 2)
     if app.output is OutputFormat.TABLE:
         app.console.print(f"capacity {result['capacity']['capacity_rps']:.2f} req/s")

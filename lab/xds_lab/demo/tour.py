@@ -21,13 +21,13 @@ import aiohttp
 from rich.console import Console, RenderableType
 from rich.live import Live
 
-from xds_control.errors import HarnessError
 from xds_lab.demo.phases import Phase, plan
 from xds_lab.demo.stack import FLEET, DemoStack, ServerState, demo_config, demo_stack, observe
 from xds_lab.demo.traffic import SteadyTraffic
 from xds_lab.demo.verdict import PhaseOutcome, Verdict, judge
 from xds_lab.demo.view import render
 from xds_lab.demo.window import summarize_window
+from xds_lab.harness.errors import HarnessError
 from xds_lab.sim.faults import FaultUpdate
 
 __all__ = ["FAULTED", "RATE", "SLOWDOWN", "run_tour"]

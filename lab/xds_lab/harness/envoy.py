@@ -11,9 +11,9 @@ from typing import Any
 
 import aiohttp
 
-from xds_control.errors import HarnessError
 from xds_control.xds import build_bootstrap
 from xds_control.xds.bootstrap import AdsVariant
+from xds_lab.harness.errors import HarnessError
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.process import ManagedProcess, wait_until_ready
 

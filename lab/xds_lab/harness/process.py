@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import structlog
 
-from xds_control.errors import HarnessError
+from xds_lab.harness.errors import HarnessError
 
 __all__ = ["ManagedProcess", "wait_until_ready"]
 

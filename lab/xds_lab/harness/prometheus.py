@@ -27,7 +27,7 @@ import aiohttp
 import structlog
 import yaml
 
-from xds_control.errors import HarnessError
+from xds_lab.harness.errors import HarnessError
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.process import ManagedProcess, wait_until_ready
 

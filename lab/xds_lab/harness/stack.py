@@ -16,11 +16,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from xds_control.errors import HarnessError
 from xds_control.tasks import guarded_task
 from xds_control.xds.bootstrap import AdsVariant
 from xds_lab.harness.control_plane import ControlPlaneProcess
 from xds_lab.harness.envoy import ClusterHost, EnvoyProcess
+from xds_lab.harness.errors import HarnessError
 from xds_lab.harness.pool_config import POOL
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.prometheus import Prometheus, Target
