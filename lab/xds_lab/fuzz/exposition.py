@@ -53,6 +53,11 @@ TOKENS = [
     "\n",
 ]
 _ENGINES = list(Engine)
+_NAMES = [t for t in TOKENS if t[0].isalpha()]
+_LABELS = ["", '{gpu="0"}', '{gpu="1"}', '{le="+Inf"}', '{le="0.5"}', '{le="NaN"}',
+           '{request_type="scheduled"}', '{request_type="waiting"}', '{request_type="max"}',
+           '{kv_cache_block_type="fraction"}']  # fmt: skip
+_VALUES = ["NaN", "+Inf", "-Inf", "1e308", "-1e308", "4.9e-324", "-1", "0", "0.5", "1", "7"]
 
 
 def _parse(text: str, engine: Engine) -> Snapshot | None:
@@ -62,12 +67,35 @@ def _parse(text: str, engine: Engine) -> Snapshot | None:
         return None
 
 
+def _texts(data: bytes) -> tuple[str, str]:
+    """Two scrapes' texts. A first byte with the high bit set spells them from records of
+    three bytes (metric name, labels, value from the lists above; 0xFF ends the first scrape),
+    so the arithmetic on the values is reached without spelling names byte by byte; otherwise
+    the bytes are the texts themselves, split at the first NUL."""
+    if data[0] < 0x80:
+        old, _, new = data[1:].decode("utf-8", errors="replace").partition("\0")
+        return old, new
+    texts: list[list[str]] = [[], []]
+    which, rest = 0, data[1:]
+    while rest:
+        if rest[0] == 0xFF:
+            which, rest = 1, rest[1:]
+            continue
+        name, labels, value = (rest + bytes(2))[:3]
+        texts[which].append(
+            f"{_NAMES[name % len(_NAMES)]}{_LABELS[labels % len(_LABELS)]}"
+            f" {_VALUES[value % len(_VALUES)]}"
+        )
+        rest = rest[3:]
+    return "\n".join(texts[0]) + "\n", "\n".join(texts[1]) + "\n"
+
+
 def check(data: bytes) -> None:
-    """One input: an engine, then two scrapes' texts split at the first NUL."""
+    """One input: an engine, then two scrapes (see ``_texts``)."""
     if not data:
         return
     engine = _ENGINES[data[0] % len(_ENGINES)]
-    old_text, _, new_text = data[1:].decode("utf-8", errors="replace").partition("\0")
+    old_text, new_text = _texts(data)
     old, new = _parse(old_text, engine), _parse(new_text, engine)
     if old is None or new is None:
         return
