@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from aiohttp import web
@@ -11,6 +12,7 @@ from xds_control.admin.views import endpoints_view, snapshot_view, status_view, 
 from xds_control.cache import SnapshotCache, group_names
 from xds_control.config import parse_host_port
 from xds_control.control import EngineView, LoopState
+from xds_control.control.metrics import EVENT_LOOP_TASKS
 from xds_control.errors import ServeError
 from xds_control.server import StreamRegistry
 
@@ -87,6 +89,7 @@ class AdminServer:
         return web.Response(text="ready\n")
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        EVENT_LOOP_TASKS.set(len(asyncio.all_tasks()))
         body = generate_latest()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

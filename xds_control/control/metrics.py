@@ -7,6 +7,7 @@ from prometheus_client import Counter, Gauge, Info
 __all__ = [
     "CONFIG_RELOADS",
     "DISCOVERY_ERRORS",
+    "EVENT_LOOP_TASKS",
     "LAST_PUBLISH",
     "LOOP_ERRORS",
     "SNAPSHOTS_PUBLISHED",
@@ -31,4 +32,9 @@ LOOP_ERRORS = Counter(
     "Unexpected errors in a control-loop phase (config, endpoints, weights, publish, state, "
     "scrape); the phase's last good result is kept.",
     ["phase"],
+)
+EVENT_LOOP_TASKS = Gauge(
+    "xds_control_event_loop_tasks",
+    "asyncio tasks alive in the serving process, counted at each scrape: a count that grows "
+    "with stream churn is a leak.",
 )
