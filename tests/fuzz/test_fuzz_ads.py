@@ -1,5 +1,6 @@
-"""The ADS handler on garbage: structured-random ``DiscoveryRequest``s straight into the
-stream's state machine, and raw random bytes through a real grpc.aio server. The stream either
+"""The ADS handler on garbage, both variants: structured-random ``DiscoveryRequest``s and
+``DeltaDiscoveryRequest``s straight into the streams' state machines, and raw random bytes
+through a real grpc.aio server. The stream either
 answers with valid responses, ends with a gRPC status, or keeps going; the server goes on
 serving a well-behaved Envoy afterwards."""
 
@@ -21,7 +22,7 @@ from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
 from xds_control.control import EndpointWeight, reconcile_once
 from xds_control.discovery import to_endpoints
-from xds_control.server import AdsStream, StreamRegistry, XdsServer
+from xds_control.server import AdsStream, DeltaStream, StreamRegistry, XdsServer
 from xds_control.xds import Snapshot
 from xds_control.xds import type_urls as urls
 
@@ -111,6 +112,54 @@ def test_stream_state_machine_on_random_requests(
     assert nonces == sorted(set(nonces))
 
 
+@st.composite
+def delta_requests(draw: st.DrawFn) -> discovery_pb2.DeltaDiscoveryRequest:
+    request = discovery_pb2.DeltaDiscoveryRequest(
+        type_url=draw(type_urls),
+        response_nonce=draw(st.one_of(words, st.integers(0, 20).map(str))),
+        resource_names_subscribe=draw(st.lists(words, max_size=4)),
+        resource_names_unsubscribe=draw(st.lists(words, max_size=3)),
+        initial_resource_versions=draw(st.dictionaries(words, words, max_size=3)),
+    )
+    node = draw(nodes)
+    if node is not None:
+        request.node.CopyFrom(node)
+    error = draw(errors)
+    if error is not None:
+        request.error_detail.CopyFrom(error)
+    return request
+
+
+@FUZZ
+@given(
+    steps=st.lists(
+        st.one_of(delta_requests(), st.sampled_from(range(len(SNAPSHOTS)))),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_delta_stream_state_machine_on_random_requests(
+    steps: list[discovery_pb2.DeltaDiscoveryRequest | int],
+) -> None:
+    """The same for incremental ADS: every response is a ``DeltaDiscoveryResponse`` of a type
+    the stream has seen, with a fresh nonce; the admin view renders."""
+    current = [SNAPSHOTS[0]]
+    stream = DeltaStream(stream_id=1, snapshot_of=lambda group: current[0])
+    nonces: list[int] = []
+    for step in steps:
+        if isinstance(step, int):
+            current[0] = SNAPSHOTS[step]
+            raw = stream.on_snapshot()
+        else:
+            raw = stream.on_request(step, group=DEFAULT_GROUP)
+        for data in raw:
+            response = discovery_pb2.DeltaDiscoveryResponse.FromString(data)
+            assert response.type_url in stream.types
+            nonces.append(int(response.nonce))
+        json.dumps(stream.describe())
+    assert nonces == sorted(set(nonces))
+
+
 def well_behaved() -> discovery_pb2.DiscoveryRequest:
     return discovery_pb2.DiscoveryRequest(node=base_pb2.Node(id="envoy-ok"), type_url=urls.CLUSTER)
 
@@ -136,12 +185,12 @@ ENDINGS = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode
 
 
 async def exchange(
-    channel: grpc.aio.Channel, messages: list[bytes]
+    channel: grpc.aio.Channel, messages: list[bytes], *, method: str = urls.ADS_METHOD
 ) -> tuple[list[bytes], grpc.StatusCode]:
     """Send ``messages`` (raw bytes) on one ADS stream, half-close, read to the end."""
-    call = channel.stream_stream(
-        urls.ADS_METHOD, request_serializer=None, response_deserializer=None
-    )(iter(messages))
+    call = channel.stream_stream(method, request_serializer=None, response_deserializer=None)(
+        iter(messages)
+    )
     answers: list[bytes] = []
     try:
         async with asyncio.timeout(10):
@@ -154,23 +203,30 @@ async def exchange(
 
 @FUZZ
 @given(
+    delta=st.booleans(),
     messages=st.lists(
         st.one_of(
             st.binary(max_size=200),
             requests().map(lambda r: r.SerializeToString()),
+            delta_requests().map(lambda r: r.SerializeToString()),
             st.builds(lambda: well_behaved().SerializeToString()),
         ),
         min_size=1,
         max_size=4,
-    )
+    ),
 )
 def test_grpc_server_survives_raw_bytes(
-    fuzz_loop: asyncio.AbstractEventLoop, ads: grpc.aio.Channel, messages: list[bytes]
+    fuzz_loop: asyncio.AbstractEventLoop,
+    ads: grpc.aio.Channel,
+    delta: bool,
+    messages: list[bytes],
 ) -> None:
-    answers, code = fuzz_loop.run_until_complete(exchange(ads, messages))
+    method = urls.DELTA_ADS_METHOD if delta else urls.ADS_METHOD
+    answers, code = fuzz_loop.run_until_complete(exchange(ads, messages, method=method))
     assert code in ENDINGS, code
+    parse = discovery_pb2.DeltaDiscoveryResponse if delta else discovery_pb2.DiscoveryResponse
     for answer in answers:
-        assert discovery_pb2.DiscoveryResponse.FromString(answer).type_url in urls.ORDER
+        assert parse.FromString(answer).type_url
     # A well-behaved Envoy on a new stream still gets its clusters.
     answers, code = fuzz_loop.run_until_complete(
         exchange(ads, [well_behaved().SerializeToString()])
