@@ -86,8 +86,8 @@ class DeltaStream(XdsStream):
         return True
 
     def _respond(self, state: TypeState, snapshot: Snapshot | None) -> bytes | None:
-        if snapshot is None or not state.requested:
-            return None
+        if snapshot is None or not state.requested or state.type_url not in snapshot.types:
+            return None  # nothing to say yet, or a type this server does not serve
         resources = snapshot.resource_set(state.type_url)
         if resources.version == state.nacked_version:
             return None  # Envoy rejected exactly this content; wait for a new version.
