@@ -36,7 +36,8 @@ def optional(column: Column) -> list[float | None]:
 
 def rows(mask: Mask) -> list[int]:
     """The row numbers where ``mask`` is set, for the per-endpoint cases."""
-    return [int(row) for row in np.flatnonzero(mask)]
+    rows: list[int] = np.flatnonzero(mask).tolist()
+    return rows
 
 
 def or_none(value: float) -> float | None:

@@ -143,11 +143,17 @@ def _smooth(
     )
 
 
-def _explain(reasons: list[str], *, published: Published, warm: Column) -> list[str]:
+def _explain(
+    reasons: list[str],
+    *,
+    suppressed: Mask,
+    weights: list[int],
+    candidates: list[int],
+    warm: Column,
+) -> list[str]:
     """The reasons, with the weights hysteresis kept and the endpoints warming up."""
-    for row in rows(published.suppressed):
-        weight, candidate = int(published.weight[row]), int(published.candidate[row])
-        reasons[row] += f"; kept {weight}, candidate {candidate} within hysteresis"
+    for row in rows(suppressed):
+        reasons[row] += f"; kept {weights[row]}, candidate {candidates[row]} within hysteresis"
     for row in rows(warm < 1.0):
         reasons[row] += f"; warming up ({float(warm[row]):.0%})"
     return reasons
@@ -170,10 +176,18 @@ def _decisions(
 
     ``_make`` takes each row's 21 fields as one tuple; calling the constructor with 21
     positional arguments costs half as much again, a few ms at 10,000 endpoints."""
-    reasons = _explain(smoothed.reasons, published=published, warm=warmup.warm)
+    weights = published.weight.astype(np.int64).tolist()
+    candidates = published.candidate.astype(np.int64).tolist()
+    reasons = _explain(
+        smoothed.reasons,
+        suppressed=published.suppressed,
+        weights=weights,
+        candidates=candidates,
+        warm=warmup.warm,
+    )
     fields = zip(
         inputs.addresses,
-        published.weight.astype(np.int64).tolist(),
+        weights,
         health,
         map(Factors._make, zip(*factors.tolist(), strict=True)),
         score.tolist(),
@@ -189,7 +203,7 @@ def _decisions(
         smoothed.held.tolist(),
         optional(warmup.started_at),
         optional(warmup.warmup_from),
-        published.candidate.astype(np.int64).tolist(),
+        candidates,
         published.candidate_since.tolist(),
         optional(capacity.kept_estimate),
         optional(capacity.kept_recent),

@@ -10,8 +10,8 @@ from xds_control.signals import Sample
 __all__ = ["Factors", "WeightDecision"]
 
 
-# NamedTuples, not frozen dataclasses: equally immutable, and four times faster to build,
-# which is most of a 10,000-endpoint reconcile.
+# NamedTuples, not frozen dataclasses: equally immutable, and four times faster to build;
+# building 10,000 of them is still about a quarter of a reconcile.
 class Factors(NamedTuple):
     """Each factor of an endpoint's score, all in (0, 1]; the score is their product."""
 

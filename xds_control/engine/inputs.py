@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import attrgetter
+from typing import cast
 
 import numpy as np
 
@@ -46,7 +48,6 @@ STATE = (*_NUMBERS, *_OPTIONAL)
 """Row order of ``Inputs.state``: what the next cycle needs of a decision, then its factors."""
 
 _NAN = float("nan")
-_NANS = (_NAN,) * len(SIGNALS)
 _NO_NUMBERS = (_NAN,) * (len(_NUMBERS) + 7)
 _NO_OPTIONAL = (_NAN,) * len(_OPTIONAL)
 _numbers_of = attrgetter(*_NUMBERS)
@@ -90,8 +91,8 @@ class Inputs:
     @property
     def stale(self) -> Mask:
         """Rows with no weight signal fresh."""
-        weight = self.fresh[: len(_WEIGHT)]
-        stale: Mask = np.all(weight != weight, axis=0)
+        readings = self.fresh[: len(_WEIGHT)]
+        stale: Mask = np.all(readings != readings, axis=0)
         return stale
 
     @property
@@ -100,11 +101,11 @@ class Inputs:
         return self.state[len(STATE) :]
 
 
-def _fresh(sample: Sample | None, *, since: float) -> Mapping[Signal, float]:
+def _fresh(sample: Sample | None, *, since: float) -> dict[Signal, float]:
     if sample is None:
         return _NONE
     if sample.oldest_at >= since:
-        return sample.values
+        return cast(dict[Signal, float], sample.values)  # built as a dict, and frozen
     return {s: r.value for s, r in sample.readings.items() if r.observed_at >= since}
 
 
@@ -120,32 +121,12 @@ def gather(
     addresses = [endpoint.address for endpoint in endpoints]
     row_samples = list(map(samples.get, addresses))
     prevs = list(map(previous.get, addresses))
-    values: list[float] = []
-    numbers: list[float] = []
-    optional: list[float | None] = []
-    put_values, put_numbers, put_optional = values.extend, numbers.extend, optional.extend
-    for sample, prev in zip(row_samples, prevs, strict=True):
-        if sample is not None and sample.oldest_at >= since:  # the common case, without a call
-            put_values(map(sample.values.get, SIGNALS, _NANS))
-        else:
-            put_values(map(_fresh(sample, since=since).get, SIGNALS, _NANS))
-        if prev is None:
-            put_numbers(_NO_NUMBERS)
-            put_optional(_NO_OPTIONAL)
-        else:
-            put_numbers(_numbers_of(prev))
-            put_numbers(prev.factors)
-            put_optional(_optional_of(prev))
-    # Values that may be None apart: a None anywhere in a list slows np.array 4x.
-    numbers_by_row = _rows(numbers, len(_NO_NUMBERS))
-    optional_by_row = _rows([_NAN if v is None else v for v in optional], len(_OPTIONAL))
-    n_numbers = len(_NUMBERS)
     return Inputs(
         addresses=addresses,
         samples=row_samples,
         previous=prevs,
-        fresh=_rows(values, len(SIGNALS)),
-        state=np.vstack((numbers_by_row[:n_numbers], optional_by_row, numbers_by_row[n_numbers:])),
+        fresh=_readings(row_samples, since=since),
+        state=_state(prevs),
         fallback_slots=np.array(
             [endpoint.batch_slots or default_slots for endpoint in endpoints], dtype=np.float64
         ),
@@ -155,8 +136,38 @@ def gather(
     )
 
 
-def _rows(values: list[float], width: int) -> Column:
-    """Values laid out endpoint by endpoint (``width`` each) as one row per field."""
+def _readings(samples: list[Sample | None], *, since: float) -> Column:
+    """The fresh readings, one row per signal of ``SIGNALS``."""
+    fresh = [_fresh(sample, since=since) for sample in samples]
+    columns = np.empty((len(SIGNALS), len(samples)))
+    for row, signal in enumerate(SIGNALS):
+        # dict.get through map: the lookups run in C, without an interpreted loop.
+        lookups = map(dict.get, fresh, repeat(signal), repeat(_NAN))
+        columns[row] = np.fromiter(lookups, dtype=np.float64, count=len(samples))
+    return columns
+
+
+def _state(previous: list[WeightDecision | None]) -> Column:
+    """The previous decisions' ``STATE``, then their factors, one row per field."""
+    numbers: list[float] = []
+    optional: list[float | None] = []
+    put_numbers, put_optional = numbers.extend, optional.extend
+    for prev in previous:
+        if prev is None:
+            put_numbers(_NO_NUMBERS)
+            put_optional(_NO_OPTIONAL)
+        else:
+            put_numbers(_numbers_of(prev))
+            put_numbers(prev.factors)
+            put_optional(_optional_of(prev))
+    # The values that may be None apart: one None in a list makes np.array 4x slower.
+    by_field = _by_field(numbers, width=len(_NO_NUMBERS))
+    maybe = _by_field([_NAN if v is None else v for v in optional], width=len(_OPTIONAL))
+    return np.vstack((by_field[: len(_NUMBERS)], maybe, by_field[len(_NUMBERS) :]))
+
+
+def _by_field(values: list[float], *, width: int) -> Column:
+    """Values laid out record by record (``width`` each) as one row per field."""
     flat = np.fromiter(values, dtype=np.float64, count=len(values))
     by_field: Column = flat.reshape(len(values) // width, width).T.copy()
     return by_field
