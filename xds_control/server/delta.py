@@ -46,16 +46,12 @@ class DeltaStream(XdsStream):
         type_url = request.type_url
         first = type_url not in self.types
         state = self.types.setdefault(type_url, TypeState(type_url=type_url))
-        accepted = self._answer(state, request)
+        answered = self._answer(state, request)
         snapshot = self._snapshot_of(self.group)
         _subscribe(state, request, first=first, snapshot=snapshot)
-        out = [self._respond(state, snapshot)]
-        if accepted and type_url in (urls.ROUTE, urls.LISTENER):
-            # The route tables Envoy runs changed: a held cluster may go now.
-            clusters = self.types.get(urls.CLUSTER)
-            if clusters is not None:
-                out.append(self._respond(clusters, snapshot))
-        return [response for response in out if response is not None]
+        response = self._respond(state, snapshot)
+        out = [response] if response is not None else []
+        return out + (self._knock_on(state, snapshot) if answered else [])
 
     def on_snapshot(self) -> list[bytes]:
         """The group's snapshot changed: push what changed, type by type in order."""
@@ -70,7 +66,8 @@ class DeltaStream(XdsStream):
         return out
 
     def _answer(self, state: TypeState, request: discovery_pb2.DeltaDiscoveryRequest) -> bool:
-        # An ACK or NACK names the response by nonce; any number may be in flight.
+        # An ACK or NACK names the response by nonce; any number may be in flight. True when it
+        # answered one: what waited for it may go now.
         short = urls.SHORT_NAMES.get(state.type_url, "other")
         if not request.response_nonce:
             REQUESTS.labels(type=short, kind="initial").inc()
@@ -81,8 +78,8 @@ class DeltaStream(XdsStream):
             return False
         if request.HasField("error_detail"):
             self._reject(state, answered, request.error_detail.message)
-            return False
-        self._accept(state, answered)
+        else:
+            self._accept(state, answered)
         return True
 
     def _respond(self, state: TypeState, snapshot: Snapshot | None) -> bytes | None:
@@ -92,7 +89,7 @@ class DeltaStream(XdsStream):
         if resources.version == state.nacked_version:
             return None  # Envoy rejected exactly this content; wait for a new version.
         first_answer = state.wildcard and state.responses == 0 and not state.sent
-        entries = _changed(state, resources)
+        entries = self._settled(state, _changed(state, resources))
         removed = self._removed(state, snapshot, resources)
         if not entries and not removed and not first_answer:
             return None

@@ -22,11 +22,20 @@ from xds_control.server.metrics import NACKS, REQUESTS, RESPONSES
 from xds_control.xds import PreparedResource, Snapshot
 from xds_control.xds import type_urls as urls
 
-__all__ = ["SentResponse", "TypeState", "XdsStream"]
+__all__ = ["Entries", "SentResponse", "TypeState", "XdsStream"]
 
 log = structlog.get_logger(__name__)
 
 Entries = Mapping[str, PreparedResource[Message]]
+
+_WAITS_FOR = {
+    urls.ROUTE: urls.CLUSTER,
+    urls.LISTENER: urls.CLUSTER,
+    urls.CLUSTER: urls.ROUTE,
+    urls.ENDPOINT: urls.ROUTE,
+}
+"""After an answer for the key's type, the value's type may have a response that was waiting:
+a dropped cluster waits for route tables, a route table for new clusters' endpoints."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +196,45 @@ class XdsStream(abc.ABC):
         if listeners is None or not listeners.acked_version:
             return False
         return not any(p.references for p in listeners.acked.values())
+
+    def warming_clusters(self) -> frozenset[str]:
+        """Clusters Envoy may still be warming, as far as this stream can tell: sent in a CDS
+        response not answered yet, or accepted while their endpoints are still to come. A route
+        table naming one waits (make-before-break); a rejected one does not hold anything up."""
+        clusters = self.types.get(urls.CLUSTER)
+        endpoints = self.types.get(urls.ENDPOINT)
+        if clusters is None:
+            return frozenset()
+        warming = {name for sent in clusters.in_flight.values() for name in sent.entries}
+        if endpoints is None:
+            return frozenset(warming)
+        coming = {name for sent in endpoints.in_flight.values() for name in sent.entries}
+        for name, prepared in clusters.acked.items():
+            for assignment in prepared.references - endpoints.acked.keys():
+                if assignment not in endpoints.names or assignment in coming:
+                    warming.add(name)
+        return frozenset(warming)
+
+    def _settled(self, state: TypeState, entries: Entries) -> dict[str, PreparedResource[Message]]:
+        """``entries`` without the route tables that must wait for a warming cluster."""
+        if state.type_url != urls.ROUTE:
+            return dict(entries)
+        warming = self.warming_clusters()
+        return {name: p for name, p in entries.items() if not p.references & warming}
+
+    def _knock_on(self, state: TypeState, snapshot: Snapshot | None) -> list[bytes]:
+        """After an ACK or NACK of ``state``'s type: the type that may have waited for it (CDS
+        after route tables and listeners, RDS after clusters and their endpoints)."""
+        waiting = _WAITS_FOR.get(state.type_url)
+        other = self.types.get(waiting) if waiting is not None else None
+        if other is None or not other.requested:
+            return []
+        response = self._respond(other, snapshot)
+        return [response] if response is not None else []
+
+    @abc.abstractmethod
+    def _respond(self, state: TypeState, snapshot: Snapshot | None) -> bytes | None:
+        """The response ``state`` needs now, if any."""
 
     def held_clusters(self, snapshot: Snapshot) -> frozenset[str]:
         """Clusters the snapshot dropped that a route Envoy still runs may name: they stay

@@ -7,12 +7,13 @@ Pure logic with no gRPC in it: requests and snapshot changes go in, serialised
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 
 from xds_control.server.metrics import REQUESTS
-from xds_control.server.session import SentResponse, TypeState, XdsStream
+from xds_control.server.session import Entries, SentResponse, TypeState, XdsStream
 from xds_control.xds import PreparedResource, ResourceSet, Snapshot
 from xds_control.xds import type_urls as urls
 from xds_control.xds.snapshot import empty_assignment, sotw_header, sotw_response
@@ -46,11 +47,11 @@ class AdsStream(XdsStream):
         if not state.wildcard:
             _forget_unsubscribed(state)
         answered = state.in_flight.pop(request.response_nonce, None)
+        snapshot = self._snapshot_of(self.group)
         if request.HasField("error_detail"):
             rejected = answered or SentResponse(version=state.sent_version, entries={})
             self._reject(state, rejected, request.error_detail.message)
-            return []
-        snapshot = self._snapshot_of(self.group)
+            return self._knock_on(state, snapshot) if answered is not None else []
         if answered is not None:
             self._accept(state, answered)
         elif not request.response_nonce:
@@ -58,12 +59,9 @@ class AdsStream(XdsStream):
             state.acked_version = request.version_info
             if first and request.version_info and snapshot is not None:
                 _resume(state, snapshot.resource_set(type_url), request.version_info)
-        out = [self._respond(state, snapshot)]
-        if answered is not None and type_url in (urls.ROUTE, urls.LISTENER):
-            clusters = self.types.get(urls.CLUSTER)
-            if clusters is not None and clusters.requested:
-                out.append(self._respond(clusters, snapshot))
-        return [response for response in out if response is not None]
+        response = self._respond(state, snapshot)
+        out = [response] if response is not None else []
+        return out + (self._knock_on(state, snapshot) if answered is not None else [])
 
     def on_snapshot(self) -> list[bytes]:
         """The group's snapshot changed: push every type whose content changed, in order."""
@@ -84,7 +82,7 @@ class AdsStream(XdsStream):
         if state.wildcard:
             response = self._complete(state, snapshot, resources)
         else:
-            response = _changes(state, resources)
+            response = _changes(state, resources, ready=self._settled)
         if response is None or response.version == state.nacked_version:
             return None  # nothing new, or Envoy rejected exactly this content
         state.in_flight.clear()  # only the newest nonce counts in the state of the world
@@ -114,7 +112,12 @@ class AdsStream(XdsStream):
         return SentResponse(version=version, entries=entries, complete=True)
 
 
-def _changes(state: TypeState, resources: ResourceSet[Message]) -> SentResponse | None:
+def _changes(
+    state: TypeState,
+    resources: ResourceSet[Message],
+    *,
+    ready: Callable[[TypeState, Entries], Entries],
+) -> SentResponse | None:
     # EDS and RDS carry only what differs from what this Envoy has (xDS protocol, "Grouping
     # Resources into Responses"). A cluster the snapshot does not know gets an empty assignment,
     # so that it finishes warming instead of waiting for ever.
@@ -125,6 +128,7 @@ def _changes(state: TypeState, resources: ResourceSet[Message]) -> SentResponse 
             prepared = empty_assignment(name)
         if prepared is not None and state.sent.get(name) != prepared.digest:
             entries[name] = prepared
+    entries = dict(ready(state, entries))
     return SentResponse(version=resources.version, entries=entries) if entries else None
 
 

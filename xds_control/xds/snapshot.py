@@ -61,7 +61,8 @@ class PreparedResource(Generic[M_co]):
     delta_framed: bytes
     digest: str
     references: frozenset[str] = frozenset()
-    """What the resource names: a route table's clusters, a listener's route tables."""
+    """What the resource names: a route table's clusters, a listener's route tables, an EDS
+    cluster's ClusterLoadAssignment."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,10 @@ def _route_clusters(table: route_pb2.RouteConfiguration) -> Iterable[str]:
 
 
 def _references(message: Message) -> frozenset[str]:
+    if isinstance(message, cluster_pb2.Cluster):
+        if message.type != cluster_pb2.Cluster.DiscoveryType.EDS:
+            return frozenset()
+        return frozenset({message.eds_cluster_config.service_name or message.name})
     if isinstance(message, listener_pb2.Listener):
         return frozenset(_unpack_hcm(message))
     if isinstance(message, route_pb2.RouteConfiguration):

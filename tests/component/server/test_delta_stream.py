@@ -141,6 +141,7 @@ def test_reconnect_after_a_config_change_sends_only_the_difference() -> None:
     assert h.request(urls.CLUSTER, initial=have) == []
     eds = h.request(urls.ENDPOINT, subscribe=("a", "b"), initial=dict.fromkeys(("a", "b"), "old"))
     assert [names(r) for r in eds] == [["a"]]  # "b" keeps its endpoints: no empty assignment
+    h.ack(eds[0])
     [lds] = h.request(urls.LISTENER)
     h.ack(lds)
     [rds] = h.request(urls.ROUTE, subscribe=(ROUTE_TABLE,), initial={ROUTE_TABLE: "old"})
@@ -184,3 +185,31 @@ def test_acks_may_arrive_for_any_response_in_flight() -> None:
     assert h.request(urls.ENDPOINT, nonce="no-such-nonce", error="late") == []
     assert h.stream.types[urls.ENDPOINT].nacks == 0
     assert h.stream.describe()["ads"] == "delta"
+
+
+def test_route_to_a_new_pool_waits_until_its_cluster_has_endpoints() -> None:
+    h = Harness(snapshot(text=ONLY_A))
+    assert h.ack(h.request(urls.CLUSTER)[0]) == []
+    assert h.ack(h.request(urls.ENDPOINT, subscribe=("a",))[0]) == []
+    assert h.ack(h.request(urls.LISTENER)[0]) == []
+    assert h.ack(h.request(urls.ROUTE, subscribe=(ROUTE_TABLE,))[0]) == []
+    # Pool b and a route to it: the cluster goes out, the route table waits.
+    [cds] = h.publish(snapshot())
+    assert cds.type_url == urls.CLUSTER
+    assert names(cds) == ["b"]
+    assert h.ack(cds) == []  # accepted, but Envoy has not asked for b's endpoints yet
+    [eds] = h.request(urls.ENDPOINT, subscribe=("b",))
+    assert names(eds) == ["b"]
+    [rds] = h.ack(eds)  # b is warm: now the route to it
+    assert rds.type_url == urls.ROUTE
+
+
+def test_a_rejected_new_cluster_does_not_hold_the_route_table_for_ever() -> None:
+    h = Harness(snapshot(text=ONLY_A))
+    h.ack(h.request(urls.CLUSTER)[0])
+    h.ack(h.request(urls.ENDPOINT, subscribe=("a",))[0])
+    h.ack(h.request(urls.LISTENER)[0])
+    h.ack(h.request(urls.ROUTE, subscribe=(ROUTE_TABLE,))[0])
+    [cds] = h.publish(snapshot())
+    [rds] = h.request(urls.CLUSTER, nonce=cds.nonce, error="bad cluster b")
+    assert rds.type_url == urls.ROUTE

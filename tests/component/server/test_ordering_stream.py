@@ -103,3 +103,18 @@ def test_name_asked_for_again_is_sent_again() -> None:
     cla = endpoint_pb2.ClusterLoadAssignment()
     again.resources[0].Unpack(cla)
     assert cla.cluster_name == "b"
+
+
+def test_route_to_a_new_pool_waits_until_its_cluster_has_endpoints() -> None:
+    h = Harness(snapshot(text=ONLY_A))
+    assert h.ack(h.request(urls.CLUSTER)[0]) == []
+    assert h.ack(h.request(urls.ENDPOINT, names=("a",))[0]) == []
+    assert h.ack(h.request(urls.LISTENER)[0]) == []
+    assert h.ack(h.request(urls.ROUTE, names=(ROUTE_TABLE,))[0]) == []
+    [cds] = h.publish(snapshot())
+    assert cluster_names(cds) == ["a", "b"]
+    assert h.ack(cds) == []
+    [eds] = h.request(urls.ENDPOINT, names=("a", "b"))
+    assert len(eds.resources) == 1
+    [rds] = h.ack(eds)
+    assert rds.type_url == urls.ROUTE
