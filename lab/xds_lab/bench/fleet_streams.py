@@ -110,8 +110,10 @@ class FleetResult:
     """(seconds into the soak, RSS MB)."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Fleet:
+    """What one change needs: the config, the endpoints, the weights so far."""
+
     config: Config
     endpoints: dict[str, tuple[Endpoint, ...]]
     cache: MemorySnapshotCache
@@ -121,6 +123,7 @@ class _Fleet:
     weights: dict[str, EndpointWeight] = field(default_factory=dict)
 
     async def change(self, result: FleetResult) -> None:
+        """One endpoint of one pool gets a new weight; record its samples in ``result``."""
         pool = self.endpoints[self.rng.choice(sorted(self.endpoints))]
         endpoint = pool[self.rng.randrange(len(pool))]
         decided = self.weights.get(endpoint.address)
@@ -208,7 +211,14 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
     result = FleetResult(
         streams=args.streams, envoys=args.envoys, endpoints=args.endpoints, pools=args.pools
     )
-    fleet = _Fleet(config, endpoints, cache, waiter, nodes, random.Random(args.seed))
+    fleet = _Fleet(
+        config=config,
+        endpoints=endpoints,
+        cache=cache,
+        waiter=waiter,
+        nodes=nodes,
+        rng=random.Random(args.seed),
+    )
     waiter.expect(version=initial.resource_set(urls.ENDPOINT).version, nodes=nodes)
     started = time.perf_counter()
     try:
