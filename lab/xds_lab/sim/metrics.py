@@ -293,6 +293,15 @@ def render_metrics(profile: Profile, stats: EngineStats, view: GaugeView) -> str
         _sglang(out, profile, stats, view)
     else:
         _triton(out, profile, stats, view)
+    if (
+        profile.metrics != "triton"
+    ):  # vLLM and SGLang are Python: prometheus_client's process collector
+        out.metric(
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            [("", stats.started_at)],
+        )
     dcgm_metrics(
         out,
         profile,

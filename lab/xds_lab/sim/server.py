@@ -129,6 +129,7 @@ class SimServer:
         for slot in EngineStats.__slots__:
             setattr(self.stats, slot, getattr(fresh, slot))
         await asyncio.sleep(downtime)
+        self.stats.started_at = time.time()  # the new process starts when it comes back
         if not self.faults.refuse:
             await self._listen()
 

@@ -8,6 +8,7 @@ token. ``Histogram.observe(value, count=n)`` records the same value ``n`` times 
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -134,3 +135,6 @@ class EngineStats:
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
     queue_time: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    started_at: float = field(default_factory=time.time)
+    """Unix time of the (re)start, exported as ``process_start_time_seconds`` as a Python
+    server's process collector does: a later value tells a scraper the process restarted."""
