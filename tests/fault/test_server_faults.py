@@ -1,0 +1,180 @@
+"""A server that dies and comes back, and a server that hangs, under steady load with the
+weight engine scraping the fleet directly. What a user loses is counted; the engine marks the
+server unhealthy within a bounded time (Envoy then sends it nothing new) and ramps it up when
+it is back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.engine_stack import SimStack, engine_config
+from e2e.stack import eventually
+from fault.fleet import fault_stack
+from fault.load import SteadyLoad
+from fault.report import record
+from xds_lab.sim.faults import FaultUpdate
+
+pytestmark = [pytest.mark.fault, pytest.mark.e2e]
+
+SCRAPE_S = 0.5
+SIGNALS = {"scrape": {"enabled": True, "interval_s": SCRAPE_S}, "reconcile_period_s": 0.5}
+WARMUP_S = 8.0
+WEIGHTS = {"warmup_s": WARMUP_S, "settle_s": 2.0}
+DOWN_S = 6.0
+DETECT_BOUND_S = 5.0
+"""3 failed scrapes (``unhealthy_after_failures``) at 0.5 s, a scrape timeout, a reconcile
+period and the push: well under this."""
+VICTIM = "s3"
+IN_FLIGHT = 5
+"""More than a server has in flight at this load: 20 requests/s over four servers, each
+answered within a few hundred milliseconds."""
+
+
+async def settle(stack: SimStack) -> dict[str, int]:
+    """Envoy's weights once they have held still for 3 s."""
+    steady: list[dict[str, int]] = []
+
+    async def still() -> bool:
+        steady.append(await stack.envoy_weights())
+        recent = steady[-15:]
+        return len(recent) == 15 and all(r == recent[-1] for r in recent)
+
+    await eventually(still, timeout=40, what="weights that hold still")
+    return steady[-1]
+
+
+async def health_of(stack: SimStack, server: str) -> str:
+    return (await stack.envoy_hosts())[server].health
+
+
+def lost_bound(load: SteadyLoad, before: dict[str, int], detect_s: float) -> float:
+    """Most requests a failed server can take down: what it held, and twice its share of
+    the requests sent until it was marked."""
+    share = before[VICTIM] / sum(before.values())
+    return IN_FLIGHT + 2 * share * load.rate * detect_s
+
+
+RETRY = {"num_retries": 2}  # retry_on defaults to connect-failure,refused-stream,reset
+
+
+@pytest.mark.parametrize("retry", [None, RETRY], ids=["no-retry", "retry"])
+async def test_killed_server_is_marked_unhealthy_and_ramps_up_when_back(
+    tmp_path: Path, retry: dict[str, Any] | None
+) -> None:
+    stack = fault_stack(tmp_path)
+    try:
+        config = engine_config(stack, signals=SIGNALS, weights=WEIGHTS)
+        if retry is not None:
+            config["listeners"][0]["routes"][0]["retry"] = retry
+        await stack.start(config)
+        server = stack.backends.servers[VICTIM]
+        async with SteadyLoad(stack.url) as load:
+            before = await settle(stack)
+            killed = time.monotonic()
+            crash = asyncio.create_task(server.update_faults(FaultUpdate(restart=DOWN_S)))
+
+            async def unhealthy() -> bool:
+                return await health_of(stack, VICTIM) != "HEALTHY"
+
+            await eventually(unhealthy, timeout=15, what=f"{VICTIM} to be marked unhealthy")
+            detect_s = time.monotonic() - killed
+            await crash
+            back = time.monotonic()
+
+            async def healthy() -> bool:
+                return await health_of(stack, VICTIM) == "HEALTHY"
+
+            await eventually(healthy, timeout=15, what=f"{VICTIM} to be healthy again")
+            healthy_s = time.monotonic() - back
+            ramp: list[int] = []
+            while time.monotonic() - back < healthy_s + WARMUP_S + 3:
+                ramp.append((await stack.envoy_weights())[VICTIM])
+                await asyncio.sleep(0.5)
+        counts = load.counts()
+        late = [f for f in load.failures() if f.sent_at > killed + detect_s + 1.0]
+        record(
+            f"server killed, back after {DOWN_S:.0f} s ({'retry 2' if retry else 'no retry'})",
+            counts,
+            recover_s=detect_s,
+            healthy_again_s=round(healthy_s, 2),
+            ramp=ramp,
+            before=before,
+        )
+        assert detect_s < DETECT_BOUND_S, detect_s
+        # Losses, if any, are requests in flight on the server or sent before it was marked.
+        assert not late, [(f.sent_at - killed, f.result.error or f.result.status) for f in late]
+        # At most: what was in flight on it, and (twice, for Poisson arrivals) its share of what
+        # was sent until it was marked.
+        assert counts.failed <= lost_bound(load, before, detect_s), counts
+        # Warm-up: back at a fraction of its weight, then up to its share again.
+        assert min(ramp) <= 0.6 * ramp[-1], (before, ramp)
+        assert ramp[-1] >= min(ramp) + 20, (before, ramp)
+    finally:
+        await stack.close()
+
+
+HUNG_ROUTE = {"timeout_s": 4.0}
+"""Short generations here; the default (300 s) is for long ones and would hold a hung
+request for five minutes."""
+OUTLIER = {"consecutive_5xx": 3, "interval_s": 1.0, "base_ejection_time_s": 30.0}
+
+
+async def test_hung_server_is_taken_out_by_health_and_timeouts(tmp_path: Path) -> None:
+    stack = fault_stack(tmp_path)
+    try:
+        config = engine_config(stack, signals=SIGNALS, weights=WEIGHTS)
+        config["pools"][0]["outlier_detection"] = OUTLIER
+        config["listeners"][0]["routes"][0].update(HUNG_ROUTE)
+        await stack.start(config)
+        server = stack.backends.servers[VICTIM]
+        async with SteadyLoad(stack.url) as load:
+            before = await settle(stack)
+            hung = time.monotonic()
+            await server.update_faults(FaultUpdate(hang=True))
+
+            async def unhealthy() -> bool:
+                return await health_of(stack, VICTIM) != "HEALTHY"
+
+            await eventually(unhealthy, timeout=15, what=f"{VICTIM} to be marked unhealthy")
+            detect_s = time.monotonic() - hung
+            # Let every request caught on the hung server reach its timeout.
+            await asyncio.sleep(HUNG_ROUTE["timeout_s"] + OUTLIER["interval_s"] + 1)
+            stats = await stack.envoy.stats()
+            served_since = load.answered_by(VICTIM, since=hung + detect_s + 1.0)
+            await server.clear_faults()
+            cleared = time.monotonic()
+
+            async def healthy() -> bool:
+                return await health_of(stack, VICTIM) == "HEALTHY"
+
+            await eventually(healthy, timeout=15, what=f"{VICTIM} to be healthy again")
+            healthy_s = time.monotonic() - cleared
+        counts = load.counts()
+        failures = load.failures()
+        ejections = stats.get("cluster.chat.outlier_detection.ejections_enforced_total", 0)
+        late = [f for f in failures if f.sent_at > hung + detect_s + 1.0]
+        record(
+            "server hangs (accepts, never answers)",
+            counts,
+            recover_s=detect_s,
+            healthy_again_s=round(healthy_s, 2),
+            ejections=ejections,
+        )
+        assert detect_s < DETECT_BOUND_S, detect_s
+        assert not late, [(f.sent_at - hung, f.result.error or f.result.status) for f in late]
+        assert served_since == 0
+        # The timeouts count as 5xx for outlier detection: Envoy ejects it on its own too.
+        assert ejections >= 1, stats
+        # What it holds is lost: each of those requests ends at the route timeout with a 504.
+        assert all(f.result.status == 504 for f in failures), failures
+        assert all(f.result.e2e_s >= HUNG_ROUTE["timeout_s"] - 0.1 for f in failures), [
+            f.result.e2e_s for f in failures
+        ]
+        assert counts.failed <= lost_bound(load, before, detect_s), counts
+    finally:
+        await stack.close()
