@@ -51,7 +51,7 @@ bench: setup
 	$(BIN)/python -m xds_lab.bench
 
 # Coverage-guided fuzzing (atheris) of the config loader, the endpoints file and the /metrics
-# parser: FUZZ_RUNS inputs each (a few minutes in all). Not part of `make test`, whose
+# parser: FUZZ_RUNS inputs each (about a minute in all). Not part of `make test`, whose
 # tests/fuzz holds the same rules with hypothesis. An input that breaks a rule is saved under
 # FUZZ_ARTIFACTS and the run stops with its traceback.
 FUZZ_RUNS ?= 20000

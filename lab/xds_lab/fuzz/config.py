@@ -9,9 +9,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from xds_control.config import load_config
-from xds_control.errors import ConfigError
-from xds_lab.fuzz.engine import fuzz
+from xds_lab.fuzz.engine import fuzz, instrumented
+
+with instrumented():
+    from xds_control.config import load_config
+    from xds_control.errors import ConfigError
 
 __all__ = ["TOKENS", "check"]
 

@@ -10,9 +10,11 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from xds_control.discovery import FileSource
-from xds_control.errors import DiscoveryError
-from xds_lab.fuzz.engine import fuzz
+from xds_lab.fuzz.engine import fuzz, instrumented
+
+with instrumented():
+    from xds_control.discovery import FileSource
+    from xds_control.errors import DiscoveryError
 
 __all__ = ["TOKENS", "check"]
 

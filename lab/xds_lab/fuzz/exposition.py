@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 
-from xds_control.config import Engine
-from xds_control.signals import RATIO_SIGNALS, Sample
-from xds_control.signals.exposition import Snapshot, derive, parse_exposition
-from xds_lab.fuzz.engine import fuzz
+from xds_lab.fuzz.engine import fuzz, instrumented
+
+with instrumented():
+    from xds_control.config import Engine
+    from xds_control.signals import RATIO_SIGNALS, Sample
+    from xds_control.signals.exposition import Snapshot, derive, parse_exposition
 
 __all__ = ["TOKENS", "check"]
 
@@ -57,6 +59,7 @@ _NAMES = [t for t in TOKENS if t[0].isalpha()]
 _LABELS = ["", '{gpu="0"}', '{gpu="1"}', '{le="+Inf"}', '{le="0.5"}', '{le="NaN"}',
            '{request_type="scheduled"}', '{request_type="waiting"}', '{request_type="max"}',
            '{kv_cache_block_type="fraction"}']  # fmt: skip
+_RECORDS = 32  # per scrape: enough for any sum or rate, and a run stays fast
 _VALUES = ["NaN", "+Inf", "-Inf", "1e308", "-1e308", "4.9e-324", "-1", "0", "0.5", "1", "7"]
 
 
@@ -69,9 +72,9 @@ def _parse(text: str, engine: Engine) -> Snapshot | None:
 
 def _texts(data: bytes) -> tuple[str, str]:
     """Two scrapes' texts. A first byte with the high bit set spells them from records of
-    three bytes (metric name, labels, value from the lists above; 0xFF ends the first scrape),
-    so the arithmetic on the values is reached without spelling names byte by byte; otherwise
-    the bytes are the texts themselves, split at the first NUL."""
+    three bytes (metric name, labels, value from the lists above; 0xFF ends the first scrape;
+    at most ``_RECORDS`` each), so the arithmetic on the values is reached without spelling
+    names byte by byte; otherwise the bytes are the texts themselves, split at the first NUL."""
     if data[0] < 0x80:
         old, _, new = data[1:].decode("utf-8", errors="replace").partition("\0")
         return old, new
@@ -80,6 +83,12 @@ def _texts(data: bytes) -> tuple[str, str]:
     while rest:
         if rest[0] == 0xFF:
             which, rest = 1, rest[1:]
+            continue
+        if len(texts[which]) == _RECORDS:
+            cut = rest.find(0xFF)
+            if which == 1 or cut < 0:
+                break
+            rest = rest[cut:]
             continue
         name, labels, value = (rest + bytes(2))[:3]
         texts[which].append(
@@ -111,4 +120,4 @@ def check(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    fuzz(check, tokens=TOKENS)
+    fuzz(check, tokens=TOKENS, max_len=1024)  # longer texts only slow each run down
