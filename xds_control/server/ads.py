@@ -44,15 +44,24 @@ class _Signal(Enum):
     CLOSED = "closed"  # the request stream ended, or reading it failed
 
 
+MAX_QUEUED_REQUESTS = 64
+"""Requests read ahead of the writer loop. Beyond that the reader waits, gRPC stops granting the
+client HTTP/2 window, and the client's sends block: a client that keeps sending while it never
+reads responses (so the writer is stuck in flow control) holds bounded memory here."""
+
+
 class _Inbox(Generic[R]):
-    """What the writer loop acts on, in order: requests, snapshot changes (coalesced: one
-    pending wake-up at a time), and the end of the request stream."""
+    """What the writer loop acts on, in order: requests (at most ``MAX_QUEUED_REQUESTS``
+    waiting), snapshot changes (coalesced: one pending wake-up at a time), and the end of the
+    request stream."""
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[R | _Signal] = asyncio.Queue()
+        self._room = asyncio.Semaphore(MAX_QUEUED_REQUESTS)
         self._wake_pending = False
 
-    def put(self, request: R) -> None:
+    async def put(self, request: R) -> None:
+        await self._room.acquire()
         self._queue.put_nowait(request)
 
     def wake(self) -> None:
@@ -67,13 +76,15 @@ class _Inbox(Generic[R]):
         item = await self._queue.get()
         if item is _Signal.WAKE:
             self._wake_pending = False
+        elif item is not _Signal.CLOSED:
+            self._room.release()
         return item
 
 
 async def _read(requests: AsyncIterator[R], inbox: _Inbox[R]) -> None:
     try:
         async for request in requests:
-            inbox.put(request)
+            await inbox.put(request)
     except grpc.aio.AioRpcError:
         pass  # the peer went away: an ordinary end of the stream
     finally:
