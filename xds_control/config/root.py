@@ -12,6 +12,7 @@ from xds_control.config.groups import NodeGroup, UnknownNodes
 from xds_control.config.model import Listener, Pool
 from xds_control.config.restart import RestartConfig
 from xds_control.config.signals import SignalsConfig
+from xds_control.config.watch import WatchConfig
 
 __all__ = ["ENV_PREFIX", "Config"]
 
@@ -48,6 +49,11 @@ class Config(BaseSettings):
     restart: RestartConfig = Field(
         default_factory=RestartConfig,
         description="What a restart keeps of the weight engine (state file, first-publish wait).",
+    )
+    watch: WatchConfig = Field(
+        default_factory=WatchConfig,
+        description="Reconcile when the config or an endpoints file changes (debounced), not "
+        "only every reconcile period.",
     )
     node_groups: tuple[NodeGroup, ...] = Field(
         default=(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from xds_control.control.metrics import (
 )
 from xds_control.control.reconcile import EndpointWeight, fleet_version, reconcile_groups
 from xds_control.control.warm_start import WarmStart
+from xds_control.control.watch import FileWatch
 from xds_control.control.weigher import Weigher, targets_of
 from xds_control.discovery import (
     Endpoint,
@@ -34,6 +36,7 @@ from xds_control.discovery import (
     file_stamp,
 )
 from xds_control.errors import ConfigError, DiscoveryError
+from xds_control.tasks import guarded_task
 
 __all__ = ["ControlLoop", "LoopState", "endpoint_source"]
 
@@ -57,10 +60,20 @@ def _stamp(path: Path) -> FileStamp | None:
 
 def endpoint_source(pool: Pool, *, base: Path) -> EndpointSource:
     """The source of ``pool``'s endpoints; relative files are read from ``base``."""
+    path = _endpoints_path(pool, base=base)
+    return StaticSource(pool.endpoints) if path is None else FileSource(path)
+
+
+def _endpoints_path(pool: Pool, *, base: Path) -> Path | None:
     if pool.endpoints_file is None:
-        return StaticSource(pool.endpoints)
-    path = pool.endpoints_file if pool.endpoints_file.is_absolute() else base / pool.endpoints_file
-    return FileSource(path)
+        return None
+    return pool.endpoints_file if pool.endpoints_file.is_absolute() else base / pool.endpoints_file
+
+
+def _watched_files(config: Config, *, config_path: Path) -> list[Path]:
+    base = config_path.parent
+    paths = (_endpoints_path(pool, base=base) for pool in config.pools)
+    return [config_path, *(p for p in paths if p is not None)]
 
 
 @dataclass
@@ -80,8 +93,9 @@ class LoopState:
 
 
 class ControlLoop:
-    """Every reconcile period (``signals.reconcile_period_s``): reload the config if its file
-    changed, fetch endpoints, let the weigher decide weights, publish if anything changed. A bad
+    """Every reconcile period (``signals.reconcile_period_s``), and as soon as a watched file
+    changes (``watch``): reload the config if its file changed, fetch endpoints, let the weigher
+    decide weights (only on the period), publish if anything changed. A bad
     edit is logged and rejected, and the last good config and endpoints keep being served; an
     unexpected error in one phase is logged and shown (``state.errors``), never stops the loop.
     With the engine on, nothing is published before the engine has weights (``WarmStart``)."""
@@ -107,6 +121,9 @@ class ControlLoop:
             None
         )
         self._last_weights: dict[str, EndpointWeight] | None = None
+        self._woken = asyncio.Event()
+        self.watch = FileWatch(settings=config.watch, wake=self._woken.set)
+        self.watch.watch(_watched_files(config, config_path=config_path))
 
     def _make_sources(self, config: Config) -> dict[str, EndpointSource]:
         base = self.state.config_path.parent
@@ -118,11 +135,22 @@ class ControlLoop:
             await self._warm.resume(self.state.config)
 
     async def run(self) -> None:
-        """``resume``, then reconcile forever; never raises for bad input."""
+        """``resume``, then reconcile forever; never raises for bad input. A file event starts
+        a step at once without deciding weights: weight cycles keep their own period."""
         await self.resume()
-        while True:
-            await self.step()
-            await asyncio.sleep(self.state.config.signals.reconcile_period_s)
+        watcher = guarded_task(self.watch.run(), name="file-watch")
+        clock = asyncio.get_running_loop().time
+        try:
+            decide, next_cycle = True, 0.0
+            while True:
+                self._woken.clear()  # an event during the step wakes the next one
+                await self.step(decide=decide)
+                if decide:
+                    next_cycle = clock() + self.state.config.signals.reconcile_period_s
+                await _wait(self._woken, timeout=next_cycle - clock())
+                decide = clock() >= next_cycle
+        finally:
+            watcher.cancel()
 
     async def scrape_forever(self) -> None:
         """The fast path: sub-second scrapes of each endpoint's /metrics, read by the next step.
@@ -134,13 +162,15 @@ class ControlLoop:
                 await self._phase("scrape", functools.partial(scrape.fetch, targets))
             await asyncio.sleep(self.state.config.signals.scrape.interval_s)
 
-    async def step(self) -> None:
-        """One pass: reload the config if its file changed, fetch endpoints, decide weights,
-        publish, save the engine's state. Each phase that fails keeps its last good result."""
+    async def step(self, *, decide: bool = True) -> None:
+        """One pass: reload the config if its file changed, fetch endpoints, decide weights
+        (unless ``decide`` is false: then the last ones), publish, save the engine's state.
+        Each phase that fails keeps its last good result."""
         await self._phase("config", self._reload_config)
         await self._phase("endpoints", self._fetch_endpoints)
-        decided = await self._phase("weights", self._weights)
-        # A failed engine cycle publishes config and endpoint changes with the last weights.
+        decided = await self._phase("weights", self._weights) if decide else _FAILED
+        # A failed engine cycle (or none, on a file event) publishes config and endpoint changes
+        # with the last weights.
         weights = self._last_weights if isinstance(decided, _Failed) else decided
         if weights is None:
             return  # the engine has no weights yet: publish nothing rather than made-up ones
@@ -218,6 +248,8 @@ class ControlLoop:
         self.state.config = config
         self.state.config_error = None
         self._sources = self._make_sources(config)
+        self.watch.configure(config.watch)
+        self.watch.watch(_watched_files(config, config_path=path))
         self.state.endpoints = {
             name: eps for name, eps in self.state.endpoints.items() if name in self._sources
         }
@@ -241,3 +273,10 @@ class ControlLoop:
                 state.discovery_errors[name] = message
             else:
                 state.discovery_errors.pop(name, None)
+
+
+async def _wait(event: asyncio.Event, *, timeout: float) -> None:
+    if timeout <= 0:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)

@@ -1,0 +1,146 @@
+"""ControlLoop.run with its file watch: an edit is published without waiting for the reconcile
+period, a burst of edits becomes one push, and a watcher that cannot start leaves polling."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from envoy.config.endpoint.v3 import endpoint_pb2
+
+from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
+from xds_control.config import load_config
+from xds_control.control import ControlLoop
+from xds_control.tasks import guarded_task
+from xds_control.xds import type_urls as urls
+
+CONFIG = """\
+signals: {reconcile_period_s: %(period)s}
+watch: {debounce_ms: 20, max_delay_ms: 200}
+pools:
+  - name: chat
+    endpoints_file: %(eps)s
+listeners:
+  - name: gateway
+    address: 127.0.0.1:10000
+    routes: [{name: all, pool: chat}]
+"""
+
+
+def endpoints(weight: int) -> str:
+    return f"endpoints: [{{address: 127.0.0.1:8001, weight: {weight}}}]\n"
+
+
+def replace(path: Path, text: str) -> None:
+    """As an editor saves: a new file renamed over the old one (a new inode)."""
+    scratch = path.with_name(f".{path.name}.swp")
+    scratch.write_text(text, encoding="utf-8")
+    os.replace(scratch, path)
+
+
+def weight(cache: MemorySnapshotCache) -> int | None:
+    """The one endpoint's weight served; ``None`` before a snapshot or with no endpoint."""
+    snapshot = cache.snapshot(DEFAULT_GROUP)
+    if snapshot is None:
+        return None
+    cla = snapshot.resource_set(urls.ENDPOINT).resources["chat"].message
+    assert isinstance(cla, endpoint_pb2.ClusterLoadAssignment)
+    hosts = [lb for locality in cla.endpoints for lb in locality.lb_endpoints]
+    return int(hosts[0].load_balancing_weight.value) if hosts else None
+
+
+class Pushes:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+
+
+async def started(
+    tmp_path: Path, *, period: float = 30, eps: str = "eps.yaml"
+) -> tuple[ControlLoop, MemorySnapshotCache, Pushes, asyncio.Task[None]]:
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG % {"period": period, "eps": eps})
+    if not Path(eps).is_absolute():
+        replace(tmp_path / eps, endpoints(10))
+    cache = MemorySnapshotCache()
+    pushes = Pushes()
+    cache.subscribe(DEFAULT_GROUP, pushes)
+    loop = ControlLoop(config=load_config(config), config_path=config, cache=cache)
+    task = guarded_task(loop.run(), name="loop")
+    await asyncio.wait_for(loop.published.wait(), 5)
+    await asyncio.sleep(0.2)  # the watcher is running
+    return loop, cache, pushes, task
+
+
+async def until(check: object, timeout: float) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if callable(check) and check():
+            return time.monotonic() - start
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"not within {timeout}s")
+
+
+async def test_an_edit_is_published_without_waiting_for_the_period(tmp_path: Path) -> None:
+    loop, cache, _, task = await started(tmp_path, period=30)
+    try:
+        assert weight(cache) == 10
+        replace(tmp_path / "eps.yaml", endpoints(77))
+        took = await until(lambda: weight(cache) == 77, timeout=1.0)
+        assert took < 0.5
+        assert loop.watch.error is None
+    finally:
+        task.cancel()
+
+
+async def test_a_burst_of_edits_is_one_push(tmp_path: Path) -> None:
+    _, cache, pushes, task = await started(tmp_path, period=30)
+    try:
+        before = pushes.count
+        start = time.monotonic()
+        for n in range(100):
+            replace(tmp_path / "eps.yaml", endpoints(1 + n))
+            await asyncio.sleep(0.0005)
+        assert time.monotonic() - start < 0.2  # one burst, inside max_delay_ms
+        await until(lambda: weight(cache) == 100, timeout=1.0)
+        await asyncio.sleep(0.3)  # room for any late second push
+        assert pushes.count - before == 1
+    finally:
+        task.cancel()
+
+
+async def test_a_config_edit_that_names_a_new_file_watches_it(tmp_path: Path) -> None:
+    _, cache, _, task = await started(tmp_path, period=30)
+    try:
+        other = tmp_path / "sub"
+        other.mkdir()
+        replace(other / "eps2.yaml", endpoints(5))
+        text = CONFIG % {"period": 30, "eps": str(other / "eps2.yaml")}
+        replace(tmp_path / "config.yaml", text)
+        await until(lambda: weight(cache) == 5, timeout=1.0)
+        await asyncio.sleep(0.2)  # the watcher moved to the new folder
+        replace(other / "eps2.yaml", endpoints(6))
+        await until(lambda: weight(cache) == 6, timeout=1.0)
+    finally:
+        task.cancel()
+
+
+async def test_without_a_watch_the_period_still_polls(tmp_path: Path) -> None:
+    # The endpoints folder does not exist yet: the watcher fails, logs it, and polling goes on.
+    missing = tmp_path / "later" / "eps.yaml"
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG % {"period": 0.2, "eps": str(missing)})
+    cache = MemorySnapshotCache()
+    loop = ControlLoop(config=load_config(config), config_path=config, cache=cache)
+    task = guarded_task(loop.run(), name="loop")
+    try:
+        await until(lambda: loop.watch.error is not None, timeout=2.0)
+        missing.parent.mkdir()
+        replace(missing, endpoints(42))
+        await until(lambda: weight(cache) == 42, timeout=2.0)
+    finally:
+        task.cancel()

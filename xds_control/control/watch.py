@@ -1,0 +1,135 @@
+"""Wake the control loop when a watched file changes, instead of waiting for its period.
+
+The watcher is ``watchfiles`` (Rust's ``notify``: inotify on Linux, FSEvents, kqueue), chosen
+because it is maintained, ships wheels for every platform we run on, and has an asyncio API
+(``awatch``) that runs the blocking watch in a thread. Its own grouping cannot be the quiet
+window: it yields once the *set* of (change, path) stops growing, so a file rewritten again and
+again yields every few ms. It runs with a short step (a quarter of the quiet window) and the
+quiet window and the longest wait (``WatchConfig``) are applied here, on its batches.
+
+Folders are watched, not files: an editor saves by writing a new file and renaming it over the
+old one, and a Kubernetes ConfigMap update swaps the ``..data`` symlink, so the inode the file
+had is gone after the first change. An event counts when it names a watched file or one of the
+``..``-prefixed entries of a ConfigMap volume; the loop then compares stamps, so a spurious wake
+costs a ``stat``.
+
+If the watcher cannot run (no inotify instances left, a folder that is missing), the error is
+logged and kept in ``error``, the loop still reconciles every period (polling), and the watcher
+is retried after ``retry_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import structlog
+import watchfiles
+
+from xds_control.config.watch import WatchConfig
+
+__all__ = ["FileWatch"]
+
+log = structlog.get_logger(__name__)
+
+
+class FileWatch:
+    """Calls ``wake`` after each burst of changes to the files given to ``watch``."""
+
+    def __init__(
+        self, *, settings: WatchConfig, wake: Callable[[], None], retry_s: float = 5.0
+    ) -> None:
+        self.settings = settings
+        self.error: str | None = None
+        """Why the watcher is not running (the loop polls meanwhile); ``None`` while it runs."""
+        self._wake = wake
+        self._retry_s = retry_s
+        self._files: frozenset[str] = frozenset()
+        self._retarget = asyncio.Event()
+        self._events = asyncio.Event()
+        self._logged: str | None = None
+
+    def watch(self, files: Iterable[Path]) -> None:
+        """Watch these files from now on (absolute paths; their folders are what is watched)."""
+        wanted = frozenset(str(Path(f).absolute()) for f in files)
+        if wanted != self._files:
+            self._files = wanted
+            self._retarget.set()
+
+    def configure(self, settings: WatchConfig) -> None:
+        """New settings (a reloaded config) take effect from the next batch."""
+        if settings != self.settings:
+            self.settings = settings
+            self._retarget.set()
+
+    async def run(self) -> None:
+        """Watch forever; never raises but for cancellation."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._debounce(), name="file-watch-debounce")
+            group.create_task(self._watch_forever(), name="file-watch")
+
+    async def _debounce(self) -> None:
+        clock = asyncio.get_running_loop().time
+        while True:
+            await self._events.wait()
+            settings = self.settings
+            deadline = clock() + settings.max_delay_ms / 1000
+            while True:  # until a quiet window passes, or the longest wait is up
+                self._events.clear()
+                quiet = min(settings.debounce_ms / 1000, deadline - clock())
+                if quiet <= 0 or not await _wait(self._events, timeout=quiet):
+                    break
+            self._wake()
+
+    async def _watch_forever(self) -> None:
+        while True:
+            self._retarget.clear()
+            if not self.settings.enabled or not self._files:
+                await self._retarget.wait()
+                continue
+            try:
+                await self._watch_until_retarget()
+            except Exception as exc:  # the loop polls meanwhile
+                message = f"{type(exc).__name__}: {exc}"
+                if message != self._logged:
+                    log.error(
+                        "file watch failed; polling each reconcile period until it recovers",
+                        error=message,
+                        retry_s=self._retry_s,
+                    )
+                self.error = self._logged = message
+                await _wait(self._retarget, timeout=self._retry_s)
+
+    async def _watch_until_retarget(self) -> None:
+        files = self._files
+        folders = sorted({str(Path(f).parent) for f in files})
+        settings = self.settings
+        changes = watchfiles.awatch(
+            *folders,
+            watch_filter=lambda _change, path: _counts(path, files),
+            step=max(1, settings.debounce_ms // 4),
+            debounce=settings.max_delay_ms,
+            stop_event=self._retarget,
+            recursive=False,
+        )
+        self.error = None  # set again at once if a folder cannot be watched
+        log.debug("watching", folders=folders)
+        async for _batch in changes:
+            if self._logged is not None:
+                log.info("file watch running again", folders=folders)
+                self._logged = None
+            self._events.set()
+
+
+def _counts(path: str, files: frozenset[str]) -> bool:
+    return path in files or Path(path).name.startswith("..")
+
+
+async def _wait(event: asyncio.Event, *, timeout: float) -> bool:
+    """Whether ``event`` was set within ``timeout`` seconds."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except TimeoutError:
+        return False
+    return True
