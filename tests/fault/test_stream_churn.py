@@ -110,8 +110,8 @@ async def test_stream_churn_and_a_silent_client_leave_envoy_and_the_process_alon
         async def read_silent() -> None:
             while True:
                 response = await silent.read()
-                if response is grpc.aio.EOF:
-                    return
+                if not isinstance(response, discovery_pb2.DiscoveryResponse):
+                    return  # the end of the stream
                 silent_versions.append(response.version_info)
 
         reader = asyncio.create_task(read_silent())
