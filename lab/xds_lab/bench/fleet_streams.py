@@ -105,7 +105,7 @@ class FleetResult:
     timed_changes: int = 0
     """The first ``timed_changes`` samples are back to back; the rest are the soak's."""
     soak_s: float = 0.0
-    rss_steady_mb: float = 0.0
+    rss_synced_mb: float = 0.0
     rss_samples: list[tuple[float, float]] = field(default_factory=list)
     """(seconds into the soak, RSS MB)."""
 
@@ -228,7 +228,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
         result.sync_s = time.perf_counter() - started
         print(f"  synced {len(nodes)} streams in {result.sync_s:.1f} s", flush=True)
         gc.collect()
-        result.rss_steady_mb = rss_mb()
+        result.rss_synced_mb = rss_mb()
         for _ in range(args.changes):
             await fleet.change(result)
             await asyncio.sleep(0.2)
@@ -278,7 +278,7 @@ def results_table(r: FleetResult) -> str:
 def memory_lines(r: FleetResult) -> list[str]:
     """RSS at steady state and through the soak."""
     samples = r.rss_samples
-    lines = [f"- RSS after sync (steady state): {r.rss_steady_mb:.0f} MB"]
+    lines = [f"- RSS right after the first sync: {r.rss_synced_mb:.0f} MB"]
     if samples:
         first, last = samples[0][1], samples[-1][1]
         peak = max(mb for _, mb in samples)
