@@ -75,9 +75,11 @@ class FileWatch:
             await self._events.wait()
             settings = self.settings
             deadline = clock() + settings.max_delay_ms / 1000
+            # A batch comes one step of quiet after its last event: that step counts.
+            window = (settings.debounce_ms - _step_ms(settings)) / 1000
             while True:  # until a quiet window passes, or the longest wait is up
                 self._events.clear()
-                quiet = min(settings.debounce_ms / 1000, deadline - clock())
+                quiet = min(window, deadline - clock())
                 if quiet <= 0 or not await _wait(self._events, timeout=quiet):
                     break
             self._wake()
@@ -108,7 +110,7 @@ class FileWatch:
         changes = watchfiles.awatch(
             *folders,
             watch_filter=lambda _change, path: _counts(path, files),
-            step=max(1, settings.debounce_ms // 4),
+            step=_step_ms(settings),
             debounce=settings.max_delay_ms,
             stop_event=self._retarget,
             recursive=False,
@@ -120,6 +122,10 @@ class FileWatch:
                 log.info("file watch running again", folders=folders)
                 self._logged = None
             self._events.set()
+
+
+def _step_ms(settings: WatchConfig) -> int:
+    return max(1, settings.debounce_ms // 4)
 
 
 def _counts(path: str, files: frozenset[str]) -> bool:

@@ -10,7 +10,14 @@ import importlib.util
 
 __all__ = ["BENCHMARKS", "main"]
 
-BENCHMARKS = ("push_latency", "sim_throughput", "reconcile", "lb_quality", "fleet_streams")
+BENCHMARKS = (
+    "push_latency",
+    "file_edit",
+    "sim_throughput",
+    "reconcile",
+    "lb_quality",
+    "fleet_streams",
+)
 """Module names in this package; each exposes ``main()``. Missing ones are skipped, so the runner
 works while benchmarks are still being written."""
 
