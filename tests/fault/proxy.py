@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 from xds_lab.harness.ports import free_port
 
@@ -18,6 +19,8 @@ class CuttableProxy:
         self.target = target
         self.connections = 0
         """Connections accepted so far (a reconnect shows as one more)."""
+        self.accepted_at: list[float] = []
+        """When each was accepted (monotonic seconds)."""
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -57,6 +60,7 @@ class CuttableProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.accepted_at.append(time.monotonic())
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
         except OSError:
