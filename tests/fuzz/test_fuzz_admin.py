@@ -47,7 +47,7 @@ ROUTES = [
     "//v1//weights",
     "/v1/weights/",
 ]
-KEYS = ["explain", "resources", "format", "pool", "", "a[]", "%00"]
+KEYS = ["explain", "resources", "group", "format", "pool", "", "a[]", "%00"]
 
 
 class Signals:
