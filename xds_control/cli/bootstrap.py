@@ -11,9 +11,12 @@ import yaml
 from xds_control.cli.app import App, OutputFormat
 from xds_control.config import parse_host_port
 from xds_control.xds import build_bootstrap
-from xds_control.xds.bootstrap import AdsVariant
+from xds_control.xds.bootstrap import AdsVariant, XdsTls
 
-__all__ = ["command"]
+__all__ = ["DEFAULT_SOCKET", "command"]
+
+DEFAULT_SOCKET = "/var/run/xds-control/ads.sock"
+"""Where ``--sidecar`` looks for the control plane: a folder both containers mount."""
 
 
 def command(
@@ -32,9 +35,35 @@ def command(
             "resources are sent)."
         ),
     ] = "sotw",
+    sidecar: Annotated[
+        bool,
+        typer.Option(
+            help="Reach the control plane over a Unix socket (--socket) instead of "
+            "--xds-address: serve it with xds_address: unix:///PATH."
+        ),
+    ] = False,
+    socket: Annotated[
+        str, typer.Option(help="The control plane's Unix socket, with --sidecar.")
+    ] = DEFAULT_SOCKET,
+    tls_ca: Annotated[
+        str | None,
+        typer.Option(help="CA file (PEM) Envoy checks the control plane's certificate with."),
+    ] = None,
+    tls_cert: Annotated[
+        str | None,
+        typer.Option(help="Envoy's client certificate (PEM), for mutual TLS; with --tls-key."),
+    ] = None,
+    tls_key: Annotated[str | None, typer.Option(help="Envoy's client key (PEM).")] = None,
+    tls_server_name: Annotated[
+        str | None,
+        typer.Option(help="SNI, and the DNS name the server's certificate must carry."),
+    ] = None,
 ) -> None:
     """Print the bootstrap (JSON, or YAML with ``-o yaml``)."""
     app: App = ctx.obj
+    tls = _tls(app, ca=tls_ca, cert=tls_cert, key=tls_key, server_name=tls_server_name)
+    if sidecar and not socket.startswith("/"):
+        app.abort(f"--socket: {socket!r} is not an absolute path", 2)
     host, _, port = xds_address.rpartition(":")
     if not dns:
         try:
@@ -57,8 +86,22 @@ def command(
         admin_port=admin_port,
         discovery=discovery,
         ads=variant,
+        xds_pipe=socket if sidecar else None,
+        tls=tls,
     )
     if app.output is OutputFormat.YAML:
         typer.echo(yaml.safe_dump(bootstrap, sort_keys=False), nl=False)
     else:
         typer.echo(json.dumps(bootstrap, indent=2))
+
+
+def _tls(
+    app: App, *, ca: str | None, cert: str | None, key: str | None, server_name: str | None
+) -> XdsTls | None:
+    if (cert is None) != (key is None):
+        app.abort("--tls-cert and --tls-key go together", 2)
+    if ca is None:
+        if cert is not None or server_name is not None:
+            app.abort("--tls-cert, --tls-key and --tls-server-name need --tls-ca", 2)
+        return None
+    return XdsTls(ca_file=ca, cert_file=cert, key_file=key, server_name=server_name)

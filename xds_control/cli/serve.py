@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from xds_control.cache import MemorySnapshotCache
 from xds_control.cli.app import App
 from xds_control.cli.validate import EXIT_INVALID, ConfigOption
 from xds_control.config import Config, load_config, parse_host_port
+from xds_control.config.serving import parse_xds_address
 from xds_control.control import ControlLoop, Weigher
 from xds_control.errors import ConfigError, ServeError
 from xds_control.server import StreamRegistry, XdsServer
@@ -39,7 +41,9 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
     nothing, so they keep running what they have."""
     cache = MemorySnapshotCache()
     registry = StreamRegistry()
-    xds = XdsServer(cache=cache, registry=registry, address=xds_address)  # binds: may raise
+    xds = XdsServer(  # binds: may raise
+        cache=cache, registry=registry, address=xds_address, tls=config.tls, settings=config.grpc
+    )
     client = aiohttp.ClientSession()
     weigher = Weigher.from_config(client=client, signals=config.signals)
     loop = ControlLoop(
@@ -110,7 +114,8 @@ def command(
     xds_address: Annotated[
         str | None,
         typer.Option(
-            help="ADS gRPC address (default from config: 0.0.0.0:18000).",
+            help="ADS gRPC address, IP:PORT or unix:///path (default from config: "
+            "0.0.0.0:18000).",
             envvar="XDS_CONTROL_XDS_ADDRESS",
         ),
     ] = None,
@@ -127,8 +132,11 @@ def command(
     # Each problem under its own name: a flag's under the flag, the file's under the file.
     problems = [
         f"{flag}: {problem}"
-        for flag, value in (("--xds-address", xds_address), ("--admin-address", admin_address))
-        if value is not None and (problem := _address_problem(value)) is not None
+        for flag, value, parse in (
+            ("--xds-address", xds_address, parse_xds_address),
+            ("--admin-address", admin_address, parse_host_port),
+        )
+        if value is not None and (problem := _address_problem(value, parse)) is not None
     ]
     loaded: Config | None = None
     try:
@@ -154,9 +162,9 @@ def command(
         raise typer.Exit(code)
 
 
-def _address_problem(value: str) -> str | None:
+def _address_problem(value: str, parse: Callable[[str], object]) -> str | None:
     try:
-        parse_host_port(value)
+        parse(value)
     except ValueError as exc:
         return str(exc)
     return None

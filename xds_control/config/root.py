@@ -11,6 +11,7 @@ from xds_control.config.address import IpPort
 from xds_control.config.groups import NodeGroup, UnknownNodes
 from xds_control.config.model import Listener, Pool
 from xds_control.config.restart import RestartConfig
+from xds_control.config.serving import GrpcConfig, TlsConfig, XdsAddress
 from xds_control.config.signals import SignalsConfig
 from xds_control.config.watch import WatchConfig
 
@@ -27,8 +28,19 @@ class Config(BaseSettings):
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    xds_address: IpPort = Field(
-        default="0.0.0.0:18000", description="Where the ADS gRPC server listens (all interfaces)."
+    xds_address: XdsAddress = Field(
+        default="0.0.0.0:18000",
+        description="Where the ADS gRPC server listens: `IP:PORT` (all interfaces by default), "
+        "or `unix:///path` for a sidecar next to its Envoy (mode from `grpc.socket_mode`).",
+    )
+    tls: TlsConfig | None = Field(
+        default=None,
+        description="TLS (mutual with `client_ca_file`) on a TCP `xds_address`; unset: "
+        "plaintext, for loopback, a Unix socket or a mesh that encrypts.",
+    )
+    grpc: GrpcConfig = Field(
+        default_factory=GrpcConfig,
+        description="Keepalive, stream limit and Unix-socket mode of the xDS server.",
     )
     admin_address: IpPort = Field(
         default="127.0.0.1:9902",

@@ -16,6 +16,7 @@ from envoy.service.discovery.v3 import discovery_pb2
 
 from xds_control.cache import SnapshotCache
 from xds_control.server.delta import DeltaStream
+from xds_control.server.peer import NodeCheck
 from xds_control.server.registry import StreamRegistry
 from xds_control.server.session import XdsStream
 from xds_control.server.stream import AdsStream
@@ -108,9 +109,12 @@ class AdsHandler:
     """Serves ``StreamAggregatedResources`` and ``DeltaAggregatedResources``; responses are
     prepared bytes (identity serializer)."""
 
-    def __init__(self, *, cache: SnapshotCache, registry: StreamRegistry) -> None:
+    def __init__(
+        self, *, cache: SnapshotCache, registry: StreamRegistry, node_check: NodeCheck | None = None
+    ) -> None:
         self._cache = cache
         self._registry = registry
+        self._node_check = node_check
         self._ids = itertools.count(1)
 
     def generic_handler(self) -> grpc.GenericRpcHandler[Any, Any]:
@@ -132,6 +136,10 @@ class AdsHandler:
         return grpc.method_handlers_generic_handler(service, handlers)
 
     async def _group(self, node: base_pb2.Node, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        refused = self._node_check(node, context) if self._node_check is not None else None
+        if refused is not None:
+            log.warning("node refused", node_id=node.id, reason=refused)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)
         # The cache has logged the refusal; the Envoy's log shows this message.
         group = self._cache.group_of(node)
         if group is None:

@@ -1,6 +1,12 @@
-"""The gRPC server: ADS, health and reflection on one port."""
+"""The gRPC server: ADS, health and reflection on one port (TCP, or a Unix socket for a
+sidecar), plaintext or TLS (mutual with a client CA)."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -11,8 +17,10 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 from grpc_reflection.v1alpha import reflection
 
 from xds_control.cache import SnapshotCache
+from xds_control.config.serving import GrpcConfig, TlsConfig, parse_xds_address
 from xds_control.errors import ServeError
 from xds_control.server.ads import AdsHandler
+from xds_control.server.peer import node_named_by_certificate
 from xds_control.server.registry import StreamRegistry
 from xds_control.xds.type_urls import ADS_SERVICE
 
@@ -20,25 +28,34 @@ __all__ = ["XdsServer"]
 
 
 class XdsServer:
-    """Owns the grpc.aio server. Health reports NOT_SERVING until the first snapshot exists."""
+    """Owns the grpc.aio server. Health reports NOT_SERVING until the first snapshot exists.
 
-    def __init__(self, *, cache: SnapshotCache, registry: StreamRegistry, address: str) -> None:
+    ``address`` is ``IP:PORT`` or ``unix:///path``; a socket file gets ``settings.socket_mode``
+    before anyone can connect. ``port`` is the TCP port bound (0 on a Unix socket)."""
+
+    def __init__(
+        self,
+        *,
+        cache: SnapshotCache,
+        registry: StreamRegistry,
+        address: str,
+        tls: TlsConfig | None = None,
+        settings: GrpcConfig | None = None,
+    ) -> None:
+        settings = settings or GrpcConfig()
         self.address = address
         self.health = health_aio.HealthServicer()
-        self._server = grpc.aio.server(
-            options=[
-                ("grpc.max_concurrent_streams", 10_000),
-                ("grpc.keepalive_permit_without_calls", 1),
-                ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-            ]
-        )
-        ads = AdsHandler(cache=cache, registry=registry)
+        self._server = grpc.aio.server(options=_options(settings))
+        check = node_named_by_certificate if tls is not None and tls.verify_node_id else None
+        ads = AdsHandler(cache=cache, registry=registry, node_check=check)
         self._server.add_generic_rpc_handlers([ads.generic_handler()])
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         reflection.enable_server_reflection(
             (ADS_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
         )
-        self.port = _listen(self._server, address)
+        self.port = _listen(
+            self._server, address, credentials=_credentials(tls), mode=settings.socket_mode
+        )
 
     async def start(self) -> None:
         """Start serving (health NOT_SERVING until ``mark_serving``)."""
@@ -57,13 +74,66 @@ class XdsServer:
         await self._server.stop(grace)
 
 
-def _listen(server: grpc.aio.Server, address: str) -> int:
+def _options(settings: GrpcConfig) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
+        ("grpc.keepalive_time_ms", int(settings.keepalive_time_s * 1000)),
+        ("grpc.keepalive_timeout_ms", int(settings.keepalive_timeout_s * 1000)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        (
+            "grpc.http2.min_ping_interval_without_data_ms",
+            int(settings.min_client_ping_interval_s * 1000),
+        ),
+    ]
+
+
+def _credentials(tls: TlsConfig | None) -> grpc.ServerCredentials | None:
+    if tls is None:
+        return None
+    try:
+        key, cert = tls.key_file.read_bytes(), tls.cert_file.read_bytes()
+        ca = tls.client_ca_file.read_bytes() if tls.client_ca_file is not None else None
+    except OSError as exc:
+        raise ServeError(f"tls: cannot read {exc.filename}: {exc.strerror}") from exc
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+    )
+
+
+def _listen(
+    server: grpc.aio.Server,
+    address: str,
+    *,
+    credentials: grpc.ServerCredentials | None,
+    mode: int,
+) -> int:
     # grpcio raises RuntimeError("Failed to bind ...") on a port in use or an address this host
     # does not have (releases before 1.5x returned 0): either way, one error of ours.
+    # Only a Unix address is parsed here: tests and benchmarks bind "127.0.0.1:0".
+    where = parse_xds_address(address) if address.startswith("unix:") else address
+    target = f"unix:{where}" if isinstance(where, Path) else address
     try:
-        port = server.add_insecure_port(address)
+        with _private_umask(mode) if isinstance(where, Path) else contextlib.nullcontext():
+            if credentials is None:
+                port = server.add_insecure_port(target)
+            else:
+                port = server.add_secure_port(target, credentials)
     except RuntimeError as exc:
         raise ServeError(f"cannot listen on {address}: in use, or not an address here") from exc
     if port == 0:
         raise ServeError(f"cannot listen on {address}: in use, or not an address here")
+    if isinstance(where, Path):
+        os.chmod(where, mode)  # the umask already kept others out while it was created
+        return 0
     return port
+
+
+@contextlib.contextmanager
+def _private_umask(mode: int) -> Iterator[None]:
+    """Create the socket file with no more than ``mode`` from the start (no window in which
+    another user could connect before ``chmod``)."""
+    previous = os.umask(0o777 & ~mode)
+    try:
+        yield
+    finally:
+        os.umask(previous)

@@ -20,9 +20,18 @@ class ControlPlaneProcess:
     """The control plane serving ``config_path`` on free loopback ports (kept across restarts,
     so Envoy finds it again)."""
 
-    def __init__(self, *, config_path: Path, workdir: Path, log_level: str = "info") -> None:
+    def __init__(
+        self,
+        *,
+        config_path: Path,
+        workdir: Path,
+        log_level: str = "info",
+        xds_address: str | None = None,
+    ) -> None:
         self.config_path = config_path
         self.xds_port = free_port()
+        self.xds_address = xds_address or f"127.0.0.1:{self.xds_port}"
+        """Where it serves xDS: loopback ``xds_port`` unless given (``unix:///path``)."""
         self.admin_port = free_port()
         self.workdir = workdir
         self._log_level = log_level
@@ -52,7 +61,7 @@ class ControlPlaneProcess:
                 "--config",
                 str(self.config_path),
                 "--xds-address",
-                f"127.0.0.1:{self.xds_port}",
+                self.xds_address,
                 "--admin-address",
                 f"127.0.0.1:{self.admin_port}",
             ],

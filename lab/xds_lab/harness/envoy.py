@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 
 from xds_control.xds import build_bootstrap
-from xds_control.xds.bootstrap import AdsVariant
+from xds_control.xds.bootstrap import AdsVariant, XdsTls
 from xds_lab.harness.errors import HarnessError
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.process import ManagedProcess, wait_until_ready
@@ -48,8 +48,9 @@ class ClusterHost:
 
 
 class EnvoyProcess:
-    """An Envoy with a bootstrap built by ``build_bootstrap``; ``admin_*`` methods read its
-    admin API."""
+    """An Envoy with a bootstrap built by ``build_bootstrap`` (to ``xds_port`` on loopback, or
+    to the Unix socket ``xds_pipe``; TLS with ``tls``); ``admin_*`` methods read its admin
+    API."""
 
     def __init__(
         self,
@@ -60,6 +61,8 @@ class EnvoyProcess:
         node_cluster: str = "gateway",
         envoy_bin: Path | None = None,
         ads: AdsVariant = "sotw",
+        xds_pipe: str | None = None,
+        tls: XdsTls | None = None,
     ) -> None:
         self.node_id = node_id
         self.admin_port = free_port()
@@ -71,6 +74,8 @@ class EnvoyProcess:
             xds_port=xds_port,
             admin_port=self.admin_port,
             ads=ads,
+            xds_pipe=xds_pipe,
+            tls=tls,
         )
         workdir.mkdir(parents=True, exist_ok=True)
         self.bootstrap_path = workdir / f"bootstrap-{node_id}.json"
