@@ -59,6 +59,14 @@ def lost_bound(load: SteadyLoad, before: dict[str, int], detect_s: float) -> flo
     return IN_FLIGHT + 2 * share * load.rate * detect_s
 
 
+RETRY_STATS = (
+    "upstream_cx_connect_fail",
+    "upstream_rq_retry",
+    "upstream_rq_retry_success",
+    "upstream_rq_retry_overflow",
+    "upstream_rq_retry_limit_exceeded",
+    "upstream_rq_pending_failure_eject",
+)
 RETRY = {"num_retries": 2}  # retry_on defaults to connect-failure,refused-stream,reset
 
 
@@ -96,6 +104,8 @@ async def test_killed_server_is_marked_unhealthy_and_ramps_up_when_back(
                 ramp.append((await stack.envoy_weights())[VICTIM])
                 await asyncio.sleep(0.5)
         counts = load.counts()
+        stats = await stack.envoy.stats()
+        envoy_counts = {k: stats.get(f"cluster.chat.{k}", 0) for k in RETRY_STATS}
         late = [f for f in load.failures() if f.sent_at > killed + detect_s + 1.0]
         record(
             f"server killed, back after {DOWN_S:.0f} s ({'retry 2' if retry else 'no retry'})",
@@ -104,6 +114,7 @@ async def test_killed_server_is_marked_unhealthy_and_ramps_up_when_back(
             healthy_again_s=round(healthy_s, 2),
             ramp=ramp,
             before=before,
+            envoy=envoy_counts,
         )
         assert detect_s < DETECT_BOUND_S, detect_s
         # Losses, if any, are requests in flight on the server or sent before it was marked.
