@@ -35,8 +35,8 @@ class Config(BaseSettings):
     )
     tls: TlsConfig | None = Field(
         default=None,
-        description="TLS (mutual with `client_ca_file`) on a TCP `xds_address`; unset: "
-        "plaintext, for loopback, a Unix socket or a mesh that encrypts.",
+        description="TLS (mutual with `client_ca_file`) on the xDS port; unset: plaintext, "
+        "for loopback, a Unix socket or a mesh that encrypts.",
     )
     grpc: GrpcConfig = Field(
         default_factory=GrpcConfig,
