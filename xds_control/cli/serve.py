@@ -114,8 +114,7 @@ def command(
     xds_address: Annotated[
         str | None,
         typer.Option(
-            help="ADS gRPC address, IP:PORT or unix:///path (default from config: "
-            "0.0.0.0:18000).",
+            help="ADS gRPC address, IP:PORT or unix:///path (default from config: 0.0.0.0:18000).",
             envvar="XDS_CONTROL_XDS_ADDRESS",
         ),
     ] = None,
