@@ -1,5 +1,5 @@
-"""The gRPC server: ADS, health and reflection on one port (TCP, or a Unix socket for a
-sidecar), plaintext or TLS (mutual with a client CA)."""
+"""The gRPC server: ADS, CSDS (client status), health and reflection on one port (TCP, or a
+Unix socket for a sidecar), plaintext or TLS (mutual with a client CA)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from xds_control.cache import SnapshotCache
 from xds_control.config.serving import GrpcConfig, TlsConfig, parse_xds_address
 from xds_control.errors import ServeError
 from xds_control.server.ads import AdsHandler
+from xds_control.server.csds import CSDS_SERVICE, CsdsServicer
 from xds_control.server.peer import node_named_by_certificate
 from xds_control.server.registry import StreamRegistry
 from xds_control.xds.type_urls import ADS_SERVICE
@@ -50,8 +51,11 @@ class XdsServer:
         ads = AdsHandler(cache=cache, registry=registry, node_check=check)
         self._server.add_generic_rpc_handlers([ads.generic_handler()])
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        csds = CsdsServicer(cache=cache, registry=registry)
+        self._server.add_generic_rpc_handlers([csds.generic_handler()])
         reflection.enable_server_reflection(
-            (ADS_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
+            (ADS_SERVICE, CSDS_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME),
+            self._server,
         )
         self.port = _listen(
             self._server, address, credentials=_credentials(tls), mode=settings.socket_mode

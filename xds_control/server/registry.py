@@ -37,6 +37,10 @@ class StreamRegistry:
         self._streams.pop(stream.stream_id, None)
         STREAMS.set(len(self._streams))
 
+    def streams(self) -> list[XdsStream]:
+        """The open streams, oldest first."""
+        return list(self._streams.values())
+
     def describe(self) -> list[dict[str, Any]]:
         """Every open stream's view, by node id."""
         views = [s.describe() for s in self._streams.values()]
