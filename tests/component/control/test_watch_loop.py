@@ -144,3 +144,24 @@ async def test_without_a_watch_the_period_still_polls(tmp_path: Path) -> None:
         await until(lambda: weight(cache) == 42, timeout=2.0)
     finally:
         task.cancel()
+
+
+async def test_a_configmap_symlink_swap_is_seen(tmp_path: Path) -> None:
+    # A Kubernetes ConfigMap volume: eps.yaml -> ..data/eps.yaml, ..data -> ..<timestamp>; an
+    # update writes a new timestamped folder and renames a new ..data link over the old one.
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    (volume / "..v1").mkdir()
+    (volume / "..v1" / "eps.yaml").write_text(endpoints(10))
+    (volume / "..data").symlink_to("..v1")
+    (volume / "eps.yaml").symlink_to("..data/eps.yaml")
+    _, cache, _, task = await started(tmp_path, period=30, eps=str(volume / "eps.yaml"))
+    try:
+        assert weight(cache) == 10
+        (volume / "..v2").mkdir()
+        (volume / "..v2" / "eps.yaml").write_text(endpoints(33))
+        (volume / "..data_tmp").symlink_to("..v2")
+        os.replace(volume / "..data_tmp", volume / "..data")
+        await until(lambda: weight(cache) == 33, timeout=1.0)
+    finally:
+        task.cancel()
