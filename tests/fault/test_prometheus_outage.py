@@ -120,8 +120,10 @@ async def test_prometheus_outage_holds_then_decays_and_recovers(tmp_path: Path) 
             decayed_to_base_s=round(decayed_s, 2),
         )
         assert counts.failed == 0, (counts, load.failures()[:5])
-        # Held: nothing moved while the readings aged through the hold.
-        assert all(w == before for w in held), (before, held)
+        # Held while the readings aged through the hold: nothing moved by more than a quantum
+        # (a move under the hysteresis band that had settled may still be published).
+        moved = max(abs(w[name] - before[name]) for w in held for name in before)
+        assert moved <= QUANTUM, (before, held)
         assert view["source_error"], view
         ages = [
             reading["age_s"]

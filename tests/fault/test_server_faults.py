@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,54 @@ RETRY_STATS = (
 RETRY = {"num_retries": 2}  # retry_on defaults to connect-failure,refused-stream,reset
 
 
+@dataclass
+class Crash:
+    """What a server's crash and return looked like from Envoy."""
+
+    killed: float
+    """When (monotonic seconds)."""
+    before: dict[str, int]
+    detect_s: float
+    """Until Envoy showed it unhealthy."""
+    healthy_s: float
+    """From its return until Envoy showed it healthy."""
+    ramp: list[int]
+    """Its weight in Envoy every 0.5 s from then on, through the warm-up."""
+
+
+async def crash_and_return(stack: SimStack) -> Crash:
+    """Once the weights have settled, crash ``VICTIM`` for ``DOWN_S`` and watch it return."""
+    server = stack.backends.servers[VICTIM]
+    before = await settle(stack)
+    killed = time.monotonic()
+    crash = asyncio.create_task(server.update_faults(FaultUpdate(restart=DOWN_S)))
+
+    async def unhealthy() -> bool:
+        return await health_of(stack, VICTIM) != "HEALTHY"
+
+    await eventually(unhealthy, timeout=15, what=f"{VICTIM} to be marked unhealthy")
+    detect_s = time.monotonic() - killed
+    await crash
+    back = time.monotonic()
+
+    async def healthy() -> bool:
+        return await health_of(stack, VICTIM) == "HEALTHY"
+
+    await eventually(healthy, timeout=15, what=f"{VICTIM} to be healthy again")
+    healthy_s = time.monotonic() - back
+    ramp: list[int] = []
+    while time.monotonic() - back < healthy_s + WARMUP_S + 3:
+        ramp.append((await stack.envoy_weights())[VICTIM])
+        await asyncio.sleep(0.5)
+    return Crash(killed, before, detect_s, healthy_s, ramp)
+
+
+def assert_ramped(crash: Crash) -> None:
+    """Back at a fraction of its weight, then up to its share again."""
+    assert min(crash.ramp) <= 0.6 * crash.ramp[-1], (crash.before, crash.ramp)
+    assert crash.ramp[-1] >= min(crash.ramp) + 20, (crash.before, crash.ramp)
+
+
 @pytest.mark.parametrize("retry", [None, RETRY], ids=["no-retry", "retry"])
 async def test_killed_server_is_marked_unhealthy_and_ramps_up_when_back(
     tmp_path: Path, retry: dict[str, Any] | None
@@ -80,51 +129,50 @@ async def test_killed_server_is_marked_unhealthy_and_ramps_up_when_back(
         if retry is not None:
             config["listeners"][0]["routes"][0]["retry"] = retry
         await stack.start(config)
-        server = stack.backends.servers[VICTIM]
         async with SteadyLoad(stack.url) as load:
-            before = await settle(stack)
-            killed = time.monotonic()
-            crash = asyncio.create_task(server.update_faults(FaultUpdate(restart=DOWN_S)))
-
-            async def unhealthy() -> bool:
-                return await health_of(stack, VICTIM) != "HEALTHY"
-
-            await eventually(unhealthy, timeout=15, what=f"{VICTIM} to be marked unhealthy")
-            detect_s = time.monotonic() - killed
-            await crash
-            back = time.monotonic()
-
-            async def healthy() -> bool:
-                return await health_of(stack, VICTIM) == "HEALTHY"
-
-            await eventually(healthy, timeout=15, what=f"{VICTIM} to be healthy again")
-            healthy_s = time.monotonic() - back
-            ramp: list[int] = []
-            while time.monotonic() - back < healthy_s + WARMUP_S + 3:
-                ramp.append((await stack.envoy_weights())[VICTIM])
-                await asyncio.sleep(0.5)
+            crash = await crash_and_return(stack)
         counts = load.counts()
         stats = await stack.envoy.stats()
         envoy_counts = {k: stats.get(f"cluster.chat.{k}", 0) for k in RETRY_STATS}
-        late = [f for f in load.failures() if f.sent_at > killed + detect_s + 1.0]
+        late = [f for f in load.failures() if f.sent_at > crash.killed + crash.detect_s + 1.0]
         record(
             f"server killed, back after {DOWN_S:.0f} s ({'retry 2' if retry else 'no retry'})",
             counts,
-            recover_s=detect_s,
-            healthy_again_s=round(healthy_s, 2),
-            ramp=ramp,
-            before=before,
+            recover_s=crash.detect_s,
+            healthy_again_s=round(crash.healthy_s, 2),
+            ramp=crash.ramp,
+            before=crash.before,
             envoy=envoy_counts,
         )
-        assert detect_s < DETECT_BOUND_S, detect_s
+        assert crash.detect_s < DETECT_BOUND_S, crash.detect_s
         # Losses, if any, are requests in flight on the server or sent before it was marked.
-        assert not late, [(f.sent_at - killed, f.result.error or f.result.status) for f in late]
+        assert not late, [
+            (f.sent_at - crash.killed, f.result.error or f.result.status) for f in late
+        ]
         # At most: what was in flight on it, and (twice, for Poisson arrivals) its share of what
         # was sent until it was marked.
-        assert counts.failed <= lost_bound(load, before, detect_s), counts
-        # Warm-up: back at a fraction of its weight, then up to its share again.
-        assert min(ramp) <= 0.6 * ramp[-1], (before, ramp)
-        assert ramp[-1] >= min(ramp) + 20, (before, ramp)
+        assert counts.failed <= lost_bound(load, crash.before, crash.detect_s), counts
+        assert_ramped(crash)
+    finally:
+        await stack.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine/warmup.py ramps a restart only when a start time was known before it "
+    "(started_before is not None); a server without process_start_time_seconds (Triton) "
+    "gets its restart reported by the scrape source's counter-reset detection, whose first "
+    "start time has nothing before it, so its first restart is never ramped",
+)
+async def test_restarted_server_without_a_start_time_ramps_up(tmp_path: Path) -> None:
+    stack = fault_stack(tmp_path, profiles=["triton-h100"] * 4)
+    try:
+        config = engine_config(stack, signals=SIGNALS, weights=WEIGHTS)
+        config["pools"][0]["engine"] = "triton"
+        await stack.start(config)
+        crash = await crash_and_return(stack)
+        print(f"{VICTIM} before {crash.before[VICTIM]}, after its return {crash.ramp}")
+        assert_ramped(crash)
     finally:
         await stack.close()
 
