@@ -89,13 +89,13 @@ async def _seen(envoy: EnvoyProcess, address: str, weight: int, *, timeout: floa
 
 
 async def measure_file_edits(
-    *, endpoints: int, edits: int, workdir: Path, seed: int = 1
+    *, endpoints: int, edits: int, workdir: Path, seed: int = 1, debounce_ms: int = 20
 ) -> EditResult:
     """Start a control plane and an Envoy over ``endpoints``, time ``edits`` edits."""
     rng = random.Random(seed)
     weights = dict.fromkeys(_addresses(endpoints), 10)
     eps = workdir / "eps.yaml"
-    control = _control_plane(workdir, first=_render(weights))
+    control = _control_plane(workdir, first=_render(weights), debounce_ms=debounce_ms)
     envoy = EnvoyProcess(workdir=workdir, xds_port=control.xds_port)
     latencies = []
     try:
@@ -118,13 +118,14 @@ async def measure_file_edits(
     return EditResult(endpoints=endpoints, latency_s=latencies)
 
 
-def _control_plane(workdir: Path, *, first: str) -> ControlPlaneProcess:
+def _control_plane(workdir: Path, *, first: str, debounce_ms: int) -> ControlPlaneProcess:
     """A control plane (not started) serving one pool from ``workdir/eps.yaml`` (``first``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     _write(workdir / "eps.yaml", first)
     config = one_pool_config(endpoints=[], listener_port=free_port())
     config["pools"] = [{"name": POOL, "endpoints_file": "eps.yaml"}]
     config["signals"] = {"reconcile_period_s": 30}
+    config["watch"] = {"debounce_ms": debounce_ms}
     control = ControlPlaneProcess(
         config_path=workdir / "config.yaml", workdir=workdir, log_level="warning"
     )
@@ -156,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m xds_lab.bench.file_edit", description=__doc__)
     parser.add_argument("--endpoints", type=_ints, default=[100, 1000], help="e.g. 100,1000")
     parser.add_argument("--edits", type=int, default=20, help="edits per size")
+    parser.add_argument(
+        "--debounce-ms", type=int, default=20, help="the control plane's watch.debounce_ms"
+    )
     args = parser.parse_args(argv)
     configure_logging(level="warning")
     results = []
@@ -163,7 +167,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         for count in args.endpoints:
             workdir = Path(tmp) / str(count)
             results.append(
-                asyncio.run(measure_file_edits(endpoints=count, edits=args.edits, workdir=workdir))
+                asyncio.run(
+                    measure_file_edits(
+                        endpoints=count,
+                        edits=args.edits,
+                        workdir=workdir,
+                        debounce_ms=args.debounce_ms,
+                    )
+                )
             )
             print(f"  {count} endpoints: done", flush=True)
     print()
