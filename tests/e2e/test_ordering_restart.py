@@ -27,7 +27,9 @@ async def test_restart_with_a_changed_config_lands_cleanly(stack: EchoStack) -> 
     async def landed() -> bool:
         chat = [h.weight for h in await envoy.cluster_hosts("chat")]
         fresh = [h.weight for h in await envoy.cluster_hosts("fresh")]
-        return chat == [30] and fresh == [5] and await envoy.cluster_hosts("extra") == []
+        routes = await envoy.admin_get("/config_dump?resource=dynamic_route_configs")
+        routed = '"cluster": "fresh"' in routes and '"cluster": "extra"' not in routes
+        return routed and chat == [30] and fresh == [5] and not await envoy.cluster_hosts("extra")
 
     await eventually(landed, timeout=30, what="Envoy to land on the new config")
     await asyncio.sleep(0.3)

@@ -28,9 +28,6 @@ _REMOVABLE = frozenset({urls.CLUSTER, urls.LISTENER})
 (its cluster or listener went first); removing a ClusterLoadAssignment under a live cluster
 would empty it."""
 
-_IN_FLIGHT_LIMIT = 64
-"""Unanswered responses kept per type; Envoy answers each, so this only bounds a stuck peer."""
-
 
 class DeltaStream(XdsStream):
     """Incremental ADS for one Envoy."""
@@ -46,12 +43,12 @@ class DeltaStream(XdsStream):
         type_url = request.type_url
         first = type_url not in self.types
         state = self.types.setdefault(type_url, TypeState(type_url=type_url))
-        answered = self._answer(state, request)
+        self._answer(state, request)
         snapshot = self._snapshot_of(self.group)
         _subscribe(state, request, first=first, snapshot=snapshot)
         response = self._respond(state, snapshot)
         out = [response] if response is not None else []
-        return out + (self._knock_on(state, snapshot) if answered else [])
+        return out + self._knock_on(state, snapshot)
 
     def on_snapshot(self) -> list[bytes]:
         """The group's snapshot changed: push what changed, type by type in order."""
@@ -65,22 +62,19 @@ class DeltaStream(XdsStream):
                     out.append(response)
         return out
 
-    def _answer(self, state: TypeState, request: discovery_pb2.DeltaDiscoveryRequest) -> bool:
-        # An ACK or NACK names the response by nonce; any number may be in flight. True when it
-        # answered one: what waited for it may go now.
+    def _answer(self, state: TypeState, request: discovery_pb2.DeltaDiscoveryRequest) -> None:
+        # An ACK or NACK names the response by nonce; any number may be in flight.
         short = urls.SHORT_NAMES.get(state.type_url, "other")
         if not request.response_nonce:
             REQUESTS.labels(type=short, kind="initial").inc()
-            return False
+            return
         answered = state.in_flight.pop(request.response_nonce, None)
         if answered is None:
             REQUESTS.labels(type=short, kind="stale").inc()
-            return False
-        if request.HasField("error_detail"):
+        elif request.HasField("error_detail"):
             self._reject(state, answered, request.error_detail.message)
         else:
             self._accept(state, answered)
-        return True
 
     def _respond(self, state: TypeState, snapshot: Snapshot | None) -> bytes | None:
         if snapshot is None or not state.requested or state.type_url not in snapshot.types:
@@ -95,8 +89,6 @@ class DeltaStream(XdsStream):
             return None
         response = SentResponse(version=resources.version, entries=entries, removed=removed)
         nonce = self._record(state, response)
-        while len(state.in_flight) > _IN_FLIGHT_LIMIT:
-            del state.in_flight[next(iter(state.in_flight))]
         return delta_response(
             header=resources.delta_header,
             entries=entries.values(),

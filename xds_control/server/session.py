@@ -28,13 +28,16 @@ log = structlog.get_logger(__name__)
 
 Entries = Mapping[str, PreparedResource[Message]]
 
+_IN_FLIGHT_LIMIT = 64
+"""Unanswered responses kept per type; Envoy answers each, so this only bounds a stuck peer."""
+
 _WAITS_FOR = {
     urls.ROUTE: urls.CLUSTER,
     urls.LISTENER: urls.CLUSTER,
     urls.CLUSTER: urls.ROUTE,
     urls.ENDPOINT: urls.ROUTE,
 }
-"""After an answer for the key's type, the value's type may have a response that was waiting:
+"""After a request of the key's type, the value's type may have a response that was waiting:
 a dropped cluster waits for route tables, a route table for new clusters' endpoints."""
 
 
@@ -73,6 +76,8 @@ class TypeState:
     """What Envoy accepted, with content: the routes it runs name the clusters it still needs."""
     in_flight: dict[str, SentResponse] = field(default_factory=dict)
     """Responses by nonce that Envoy has not answered yet."""
+    rejected: set[str] = field(default_factory=set)
+    """Names whose last response Envoy NACKed: nothing waits for them."""
 
     def describe(self) -> dict[str, Any]:
         """JSON view for the admin API."""
@@ -137,6 +142,8 @@ class XdsStream(abc.ABC):
         state.sent_version = response.version
         state.responses += 1
         state.in_flight[nonce] = response
+        while len(state.in_flight) > _IN_FLIGHT_LIMIT:
+            del state.in_flight[next(iter(state.in_flight))]
         if response.complete:
             state.sent.clear()
         for name, prepared in response.entries.items():
@@ -163,6 +170,7 @@ class XdsStream(abc.ABC):
             state.acked.update(response.entries)
         for name in response.removed:
             state.acked.pop(name, None)
+        state.rejected -= response.entries.keys()
         state.acked_version = response.version
         state.acked_at = time.time()
         if self._on_ack is not None:
@@ -178,6 +186,7 @@ class XdsStream(abc.ABC):
         state.last_error = error
         for name in response.entries:  # Envoy keeps its old one: a fixed version goes out
             state.sent.pop(name, None)
+        state.rejected.update(response.entries)
         self._log.warning(
             "envoy rejected a response",
             type_url=state.type_url,
@@ -186,11 +195,23 @@ class XdsStream(abc.ABC):
             error=error,
         )
 
+    def _routes(self) -> dict[str, list[PreparedResource[Message]]]:
+        # Route tables Envoy runs or may be about to run: ACKed, or sent and not answered yet.
+        routes = self.types.get(urls.ROUTE)
+        if routes is None:
+            return {}
+        out = {name: [p] for name, p in routes.acked.items()}
+        for response in routes.in_flight.values():
+            for name, prepared in response.entries.items():
+                out.setdefault(name, []).append(prepared)
+        return out
+
     def _routes_known(self) -> bool:
         # Whether this stream knows the content of every route table Envoy runs: until then,
         # any cluster Envoy has may still be routed to.
         routes = self.types.get(urls.ROUTE)
         if routes is not None and routes.names:
+            # A table sent but not yet ACKed may be replacing one whose content is unknown.
             return routes.names & routes.sent.keys() <= routes.acked.keys()
         listeners = self.types.get(urls.LISTENER)
         if listeners is None or not listeners.acked_version:
@@ -200,19 +221,20 @@ class XdsStream(abc.ABC):
     def warming_clusters(self) -> frozenset[str]:
         """Clusters Envoy may still be warming, as far as this stream can tell: sent in a CDS
         response not answered yet, or accepted while their endpoints are still to come. A route
-        table naming one waits (make-before-break); a rejected one does not hold anything up."""
+        table naming one waits (make-before-break); a rejected one holds nothing up."""
         clusters = self.types.get(urls.CLUSTER)
         endpoints = self.types.get(urls.ENDPOINT)
         if clusters is None:
             return frozenset()
         warming = {name for sent in clusters.in_flight.values() for name in sent.entries}
         if endpoints is None:
-            return frozenset(warming)
+            return frozenset(warming)  # a client that takes no endpoints over xDS
+        # Settled: Envoy has some version (ACKed, or named on reconnect), or rejected it.
         coming = {name for sent in endpoints.in_flight.values() for name in sent.entries}
+        settled = endpoints.acked.keys() | (endpoints.sent.keys() - coming) | endpoints.rejected
         for name, prepared in clusters.acked.items():
-            for assignment in prepared.references - endpoints.acked.keys():
-                if assignment not in endpoints.names or assignment in coming:
-                    warming.add(name)
+            if prepared.references - settled:
+                warming.add(name)
         return frozenset(warming)
 
     def _settled(self, state: TypeState, entries: Entries) -> dict[str, PreparedResource[Message]]:
@@ -223,8 +245,9 @@ class XdsStream(abc.ABC):
         return {name: p for name, p in entries.items() if not p.references & warming}
 
     def _knock_on(self, state: TypeState, snapshot: Snapshot | None) -> list[bytes]:
-        """After an ACK or NACK of ``state``'s type: the type that may have waited for it (CDS
-        after route tables and listeners, RDS after clusters and their endpoints)."""
+        """After a request of ``state``'s type (an answer, a subscription): the type that may
+        have waited for what it tells (CDS for route tables and listeners, RDS for clusters
+        and their endpoints)."""
         waiting = _WAITS_FOR.get(state.type_url)
         other = self.types.get(waiting) if waiting is not None else None
         if other is None or not other.requested:
@@ -237,18 +260,16 @@ class XdsStream(abc.ABC):
         """The response ``state`` needs now, if any."""
 
     def held_clusters(self, snapshot: Snapshot) -> frozenset[str]:
-        """Clusters the snapshot dropped that a route Envoy still runs may name: they stay
-        (make-before-break) until Envoy has ACKed route tables that no longer name them."""
+        """Clusters the snapshot dropped that a route Envoy runs, or is being sent, may name:
+        they stay (make-before-break) until Envoy has ACKed route tables that no longer name
+        them."""
         clusters = self.types.get(urls.CLUSTER)
         if clusters is None:
             return frozenset()
         gone = clusters.sent.keys() - snapshot.clusters.resources.keys()
         if not gone or not self._routes_known():
             return frozenset(gone)
-        routes = self.types.get(urls.ROUTE)
-        named: set[str] = set()
-        for prepared in routes.acked.values() if routes is not None else ():
-            named.update(prepared.references)
+        named = {c for tables in self._routes().values() for p in tables for c in p.references}
         return frozenset(gone & named)
 
     def describe(self) -> dict[str, Any]:

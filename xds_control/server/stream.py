@@ -36,22 +36,17 @@ class AdsStream(XdsStream):
         type_url = request.type_url
         short = urls.SHORT_NAMES.get(type_url, "other")
         state = self.types.setdefault(type_url, TypeState(type_url=type_url))
-        if request.response_nonce and request.response_nonce != state.nonce:
-            REQUESTS.labels(type=short, kind="stale").inc()
-            return []
         first = not state.requested
-        names = frozenset(request.resource_names)
+        if request.response_nonce and request.response_nonce != state.nonce:
+            return self._stale(state, request)
         state.requested = True
-        state.wildcard = type_url in urls.WILDCARD_TYPES and (not names or "*" in names)
-        state.names = names
-        if not state.wildcard:
-            _forget_unsubscribed(state)
+        _subscribe(state, request)
         answered = state.in_flight.pop(request.response_nonce, None)
         snapshot = self._snapshot_of(self.group)
         if request.HasField("error_detail"):
             rejected = answered or SentResponse(version=state.sent_version, entries={})
             self._reject(state, rejected, request.error_detail.message)
-            return self._knock_on(state, snapshot) if answered is not None else []
+            return self._knock_on(state, snapshot)
         if answered is not None:
             self._accept(state, answered)
         elif not request.response_nonce:
@@ -61,7 +56,18 @@ class AdsStream(XdsStream):
                 _resume(state, snapshot.resource_set(type_url), request.version_info)
         response = self._respond(state, snapshot)
         out = [response] if response is not None else []
-        return out + (self._knock_on(state, snapshot) if answered is not None else [])
+        return out + self._knock_on(state, snapshot)
+
+    def _stale(self, state: TypeState, request: discovery_pb2.DiscoveryRequest) -> list[bytes]:
+        # Not an answer to the newest response: nothing is sent for it (xDS protocol). Still,
+        # its names are what Envoy subscribes to now, and an ACK says Envoy took that older
+        # response, whose resources the newer one (carrying only changes) may not repeat.
+        REQUESTS.labels(type=urls.SHORT_NAMES.get(state.type_url, "other"), kind="stale").inc()
+        _subscribe(state, request)
+        answered = state.in_flight.pop(request.response_nonce, None)
+        if answered is not None and not request.HasField("error_detail"):
+            self._accept(state, answered)
+        return self._knock_on(state, self._snapshot_of(self.group))
 
     def on_snapshot(self) -> list[bytes]:
         """The group's snapshot changed: push every type whose content changed, in order."""
@@ -85,7 +91,6 @@ class AdsStream(XdsStream):
             response = _changes(state, resources, ready=self._settled)
         if response is None or response.version == state.nacked_version:
             return None  # nothing new, or Envoy rejected exactly this content
-        state.in_flight.clear()  # only the newest nonce counts in the state of the world
         nonce = self._record(state, response)
         if response.version == resources.version:
             header = resources.header
@@ -132,11 +137,16 @@ def _changes(
     return SentResponse(version=resources.version, entries=entries) if entries else None
 
 
-def _forget_unsubscribed(state: TypeState) -> None:
-    # Envoy drops what it no longer asks for: asked again, it is sent again.
-    for known in (state.sent, state.acked):
-        for name in known.keys() - state.names:
-            del known[name]
+def _subscribe(state: TypeState, request: discovery_pb2.DiscoveryRequest) -> None:
+    names = frozenset(request.resource_names)
+    state.wildcard = state.type_url in urls.WILDCARD_TYPES and (not names or "*" in names)
+    state.names = names
+    if not state.wildcard:
+        # Envoy drops what it no longer asks for: asked again, it is sent again.
+        for known in (state.sent, state.acked):
+            for name in known.keys() - names:
+                del known[name]
+        state.rejected &= names
 
 
 def _resume(state: TypeState, resources: ResourceSet[Message], version: str) -> None:
