@@ -4,7 +4,8 @@ from xds_control.server.ads import AdsHandler
 from xds_control.server.delta import DeltaStream
 from xds_control.server.grpc_server import XdsServer
 from xds_control.server.registry import StreamRegistry
-from xds_control.server.session import TypeState, XdsStream
+from xds_control.server.session import XdsStream
+from xds_control.server.state import TypeState
 from xds_control.server.stream import AdsStream
 
 __all__ = [

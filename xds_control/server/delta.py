@@ -14,7 +14,8 @@ from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 
 from xds_control.server.metrics import REQUESTS
-from xds_control.server.session import SentResponse, TypeState, XdsStream
+from xds_control.server.session import XdsStream
+from xds_control.server.state import SentResponse, TypeState
 from xds_control.xds import PreparedResource, ResourceSet, Snapshot
 from xds_control.xds import type_urls as urls
 from xds_control.xds.snapshot import delta_response, empty_assignment

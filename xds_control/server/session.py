@@ -1,5 +1,5 @@
-"""What both ADS variants know about one Envoy's stream: its node, what each type was sent and
-accepted, its NACKs, and which clusters its routes still need.
+"""What both ADS variants do alike for one Envoy's stream: bind its node, book responses,
+take ACKs and NACKs, hold back what must wait (``ordering.py``), and describe it all.
 
 ``AdsStream`` (state of the world, ``stream.py``) and ``DeltaStream`` (incremental,
 ``delta.py``) differ in how requests and responses look; this is the part they share.
@@ -10,8 +10,7 @@ from __future__ import annotations
 import abc
 import itertools
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -19,14 +18,14 @@ from envoy.config.core.v3 import base_pb2
 from google.protobuf.message import Message
 
 from xds_control.server.metrics import NACKS, REQUESTS, RESPONSES
+from xds_control.server.ordering import held_clusters, warming_clusters
+from xds_control.server.state import Entries, SentResponse, TypeState
 from xds_control.xds import PreparedResource, Snapshot
 from xds_control.xds import type_urls as urls
 
-__all__ = ["Entries", "SentResponse", "TypeState", "XdsStream"]
+__all__ = ["TypeState", "XdsStream"]  # TypeState (from state.py): server modules import it here too
 
 log = structlog.get_logger(__name__)
-
-Entries = Mapping[str, PreparedResource[Message]]
 
 _IN_FLIGHT_LIMIT = 64
 """Unanswered responses kept per type; Envoy answers each, so this only bounds a stuck peer."""
@@ -39,68 +38,6 @@ _WAITS_FOR = {
 }
 """After a request of the key's type, the value's type may have a response that was waiting:
 a dropped cluster waits for route tables, a route table for new clusters' endpoints."""
-
-
-@dataclass(frozen=True)
-class SentResponse:
-    """One response waiting for Envoy's ACK or NACK."""
-
-    version: str
-    entries: Entries
-    removed: tuple[str, ...] = ()
-    complete: bool = False
-    """The response carries the whole set (state-of-the-world CDS and LDS): what it lacks,
-    Envoy drops."""
-
-
-@dataclass
-class TypeState:
-    """Per type URL on one stream."""
-
-    type_url: str
-    requested: bool = False
-    wildcard: bool = False
-    names: frozenset[str] = frozenset()
-    nonce: str = ""
-    sent_version: str = ""
-    acked_version: str = ""
-    acked_at: float = 0.0
-    nacked_version: str | None = None
-    last_error: str | None = None
-    responses: int = 0
-    nacks: int = 0
-    sent: dict[str, str] = field(default_factory=dict)
-    """Name -> digest of what Envoy has (or is being sent) on this stream: only resources whose
-    digest differs are sent again."""
-    acked: dict[str, PreparedResource[Message]] = field(default_factory=dict)
-    """What Envoy accepted, with content: the routes it runs name the clusters it still needs."""
-    in_flight: dict[str, SentResponse] = field(default_factory=dict)
-    """Responses by nonce that Envoy has not answered yet."""
-    rejected: set[str] = field(default_factory=set)
-    """Names whose last response Envoy NACKed: nothing waits for them."""
-
-    def describe(self) -> dict[str, Any]:
-        """JSON view for the admin API."""
-        return {
-            "type": urls.SHORT_NAMES.get(self.type_url, self.type_url),
-            "acked_version": self.acked_version,
-            "acked_at": self.acked_at,
-            "sent_version": self.sent_version,
-            "resources": "*" if self.wildcard else sorted(self.names),
-            "responses": self.responses,
-            "nacks": self.nacks,
-            "nacked_version": self.nacked_version,
-            "last_error": self.last_error,
-        }
-
-    def adopt(self, resources: Entries, versions: Mapping[str, str]) -> None:
-        """Envoy says it has ``versions`` (name -> digest): what matches the snapshot is known
-        content, as good as sent and accepted on this stream."""
-        for name, version in versions.items():
-            self.sent[name] = version
-            prepared = resources.get(name)
-            if prepared is not None and prepared.digest == version:
-                self.acked[name] = prepared
 
 
 class XdsStream(abc.ABC):
@@ -195,53 +132,11 @@ class XdsStream(abc.ABC):
             error=error,
         )
 
-    def _routes(self) -> dict[str, list[PreparedResource[Message]]]:
-        # Route tables Envoy runs or may be about to run: ACKed, or sent and not answered yet.
-        routes = self.types.get(urls.ROUTE)
-        if routes is None:
-            return {}
-        out = {name: [p] for name, p in routes.acked.items()}
-        for response in routes.in_flight.values():
-            for name, prepared in response.entries.items():
-                out.setdefault(name, []).append(prepared)
-        return out
-
-    def _routes_known(self) -> bool:
-        # Whether this stream knows the content of every route table Envoy runs: until then,
-        # any cluster Envoy has may still be routed to.
-        routes = self.types.get(urls.ROUTE)
-        if routes is not None and routes.names:
-            # A table sent but not yet ACKed may be replacing one whose content is unknown.
-            return routes.names & routes.sent.keys() <= routes.acked.keys()
-        listeners = self.types.get(urls.LISTENER)
-        if listeners is None or not listeners.acked_version:
-            return False
-        return not any(p.references for p in listeners.acked.values())
-
-    def warming_clusters(self) -> frozenset[str]:
-        """Clusters Envoy may still be warming, as far as this stream can tell: sent in a CDS
-        response not answered yet, or accepted while their endpoints are still to come. A route
-        table naming one waits (make-before-break); a rejected one holds nothing up."""
-        clusters = self.types.get(urls.CLUSTER)
-        endpoints = self.types.get(urls.ENDPOINT)
-        if clusters is None:
-            return frozenset()
-        warming = {name for sent in clusters.in_flight.values() for name in sent.entries}
-        if endpoints is None:
-            return frozenset(warming)  # a client that takes no endpoints over xDS
-        # Settled: Envoy has some version (ACKed, or named on reconnect), or rejected it.
-        coming = {name for sent in endpoints.in_flight.values() for name in sent.entries}
-        settled = endpoints.acked.keys() | (endpoints.sent.keys() - coming) | endpoints.rejected
-        for name, prepared in clusters.acked.items():
-            if prepared.references - settled:
-                warming.add(name)
-        return frozenset(warming)
-
     def _settled(self, state: TypeState, entries: Entries) -> dict[str, PreparedResource[Message]]:
         """``entries`` without the route tables that must wait for a warming cluster."""
         if state.type_url != urls.ROUTE:
             return dict(entries)
-        warming = self.warming_clusters()
+        warming = warming_clusters(self.types)
         return {name: p for name, p in entries.items() if not p.references & warming}
 
     def _knock_on(self, state: TypeState, snapshot: Snapshot | None) -> list[bytes]:
@@ -260,17 +155,8 @@ class XdsStream(abc.ABC):
         """The response ``state`` needs now, if any."""
 
     def held_clusters(self, snapshot: Snapshot) -> frozenset[str]:
-        """Clusters the snapshot dropped that a route Envoy runs, or is being sent, may name:
-        they stay (make-before-break) until Envoy has ACKed route tables that no longer name
-        them."""
-        clusters = self.types.get(urls.CLUSTER)
-        if clusters is None:
-            return frozenset()
-        gone = clusters.sent.keys() - snapshot.clusters.resources.keys()
-        if not gone or not self._routes_known():
-            return frozenset(gone)
-        named = {c for tables in self._routes().values() for p in tables for c in p.references}
-        return frozenset(gone & named)
+        """Clusters the snapshot dropped that stay for now (``ordering.held_clusters``)."""
+        return held_clusters(self.types, snapshot)
 
     def describe(self) -> dict[str, Any]:
         """JSON view for the admin API (what ``xdsctl proxy-status`` shows)."""

@@ -13,7 +13,8 @@ from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 
 from xds_control.server.metrics import REQUESTS
-from xds_control.server.session import Entries, SentResponse, TypeState, XdsStream
+from xds_control.server.session import XdsStream
+from xds_control.server.state import Entries, SentResponse, TypeState
 from xds_control.xds import PreparedResource, ResourceSet, Snapshot
 from xds_control.xds import type_urls as urls
 from xds_control.xds.snapshot import empty_assignment, sotw_header, sotw_response
