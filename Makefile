@@ -7,7 +7,7 @@ ENVOY_VERSION := 1.40.0
 ENVOY_BIN_PATH := $(TOOLS)/envoy/envoy/_bin/envoy
 STAMP := $(VENV)/.installed
 
-.PHONY: setup envoy prometheus lint test test-fast demo bench docs fuzz clean
+.PHONY: setup envoy prometheus lint test test-fast demo bench docs fuzz clean protos
 
 setup: $(STAMP) envoy prometheus
 
@@ -69,3 +69,8 @@ docs: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .mypy_cache .pytest_cache .ruff_cache
+
+# The admin API's Python code (xds_control/admin/v1/*_pb2*) from protos/; a test fails when
+# the checked-in code is stale.
+protos: $(STAMP)
+	$(BIN)/python protos/generate.py

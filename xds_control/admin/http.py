@@ -1,13 +1,22 @@
-"""Admin HTTP: /healthz, /readyz, /metrics and JSON views under /v1/."""
+"""Admin HTTP: /healthz, /readyz, /metrics and JSON views under /v1/; and, when asked, the
+typed gRPC admin API (``protos/xds_control/admin/v1/admin.proto``) on a port of its own."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
 
+import grpc
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from xds_control.admin.auth import grpc_interceptor, http_middleware, is_loopback
+from xds_control.admin.events import EventLog
+from xds_control.admin.exporter import refresh
+from xds_control.admin.grpc_api import AdminServicer
+from xds_control.admin.recorder import Recorder
+from xds_control.admin.sync import streams_view
+from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.admin.views import endpoints_view, snapshot_view, status_view, weights_view
 from xds_control.cache import SnapshotCache, group_names
 from xds_control.config import parse_host_port
@@ -15,12 +24,14 @@ from xds_control.control import EngineView, LoopState
 from xds_control.control.metrics import EVENT_LOOP_TASKS
 from xds_control.errors import ServeError
 from xds_control.server import StreamRegistry
+from xds_control.tasks import guarded_task
 
 __all__ = ["AdminServer"]
 
 
 class AdminServer:
-    """Serves the admin endpoints on ``address`` (loopback by default: unauthenticated)."""
+    """Serves the admin endpoints on ``address`` and, with ``grpc_address``, the gRPC admin
+    API. On loopback both are open; bound elsewhere both need ``token`` (else ``ServeError``)."""
 
     def __init__(
         self,
@@ -31,6 +42,8 @@ class AdminServer:
         registry: StreamRegistry,
         engine: Callable[[], EngineView] | None = None,
         failure: Callable[[], str | None] | None = None,
+        grpc_address: str | None = None,
+        token: str | None = None,
     ) -> None:
         """``failure`` says why the process is not ready although it serves a snapshot (a
         critical task died; the process is about to exit), or ``None``."""
@@ -42,7 +55,20 @@ class AdminServer:
         self._registry = registry
         self._runner: web.AppRunner | None = None
         self.port = 0
-        app = web.Application()
+        self.grpc_port = 0
+        self._grpc_address = grpc_address
+        self._token = token
+        for where in (address, grpc_address):
+            if where and token is None and not is_loopback(parse_host_port(where).host):
+                raise ServeError(
+                    f"admin on {where} is off loopback: set admin_token_file or "
+                    "XDS_CONTROL_ADMIN_TOKEN (a bearer token every request must carry)"
+                )
+        self.events = EventLog()
+        self._recorder = Recorder(events=self.events, state=state, cache=cache, registry=registry)
+        self._recording: asyncio.Task[object] | None = None
+        self._grpc: grpc.aio.Server | None = None
+        app = web.Application(middlewares=[http_middleware(token)] if token else [])
         app.add_routes(
             [
                 web.get("/healthz", self._healthz),
@@ -53,6 +79,7 @@ class AdminServer:
                 web.get("/v1/snapshot", self._snapshot),
                 web.get("/v1/endpoints", self._endpoints),
                 web.get("/v1/weights", self._weights),
+                web.get("/v1/events", self._events),
             ]
         )
         self._app = app
@@ -71,9 +98,33 @@ class AdminServer:
         server = site._server  # aiohttp keeps the bound socket here; needed for port 0
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self._address.port
+        if self._grpc_address is not None:
+            await self._start_grpc(self._grpc_address)
+        self._recording = guarded_task(self._recorder.run(), name="admin-events")
+
+    async def _start_grpc(self, address: str) -> None:
+        interceptors = [grpc_interceptor(self._token)] if self._token else []
+        self._grpc = grpc.aio.server(interceptors=interceptors)
+        servicer = AdminServicer(
+            state=self._state,
+            cache=self._cache,
+            registry=self._registry,
+            events=self.events,
+            engine=self._engine,
+        )
+        admin_pb2_grpc.add_AdminServicer_to_server(servicer, self._grpc)
+        try:
+            self.grpc_port = self._grpc.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise ServeError(f"admin gRPC cannot listen on {address}: in use") from exc
+        await self._grpc.start()
 
     async def stop(self) -> None:
         """Stop serving."""
+        if self._recording is not None:
+            self._recording.cancel()
+        if self._grpc is not None:
+            await self._grpc.stop(0.5)
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -90,6 +141,8 @@ class AdminServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         EVENT_LOOP_TASKS.set(len(asyncio.all_tasks()))
+        engine = self._engine() if self._engine else None
+        refresh(engine=engine, registry=self._registry, groups=group_names(self._state.config))
         body = generate_latest()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -97,7 +150,12 @@ class AdminServer:
         return web.json_response(status_view(self._state))
 
     async def _streams(self, request: web.Request) -> web.Response:
-        return web.json_response(self._registry.describe())
+        return web.json_response(streams_view(registry=self._registry, cache=self._cache))
+
+    async def _events(self, request: web.Request) -> web.Response:
+        after = int(request.query.get("after", "0") or 0)
+        limit = int(request.query.get("limit", "0") or 0)
+        return web.json_response([e.to_json() for e in self.events.since(after, limit=limit)])
 
     async def _snapshot(self, request: web.Request) -> web.Response:
         resources = request.query.get("resources", "") in {"1", "true", "yes"}

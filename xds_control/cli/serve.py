@@ -13,6 +13,7 @@ import structlog
 import typer
 
 from xds_control.admin import AdminServer
+from xds_control.admin.auth import load_token
 from xds_control.cache import MemorySnapshotCache
 from xds_control.cli.app import App
 from xds_control.cli.validate import EXIT_INVALID, ConfigOption
@@ -67,6 +68,8 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         registry=registry,
         engine=weigher.view,
         failure=lambda: crashed[0] if crashed else None,
+        grpc_address=config.admin_grpc_address,
+        token=load_token(config.admin_token_file),
     )
     tasks: list[asyncio.Task[object]] = []
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -46,6 +47,18 @@ class Config(BaseSettings):
         default="127.0.0.1:9902",
         description="Admin HTTP (/healthz, /readyz, /metrics, /v1/*); loopback by default since "
         "it is unauthenticated.",
+    )
+    admin_grpc_address: IpPort | None = Field(
+        default=None,
+        description="The typed admin API (gRPC, protos/xds_control/admin/v1/admin.proto), e.g. "
+        "127.0.0.1:9903: a port of its own, apart from the xDS port Envoys reach; unset: off "
+        "(the HTTP JSON mirror serves the same views).",
+    )
+    admin_token_file: Path | None = Field(
+        default=None,
+        description="File holding the bearer token both admin APIs require when bound off "
+        "loopback (else env XDS_CONTROL_ADMIN_TOKEN); off loopback with no token, serve refuses "
+        "to start.",
     )
     model_header: str = Field(
         default="x-model",

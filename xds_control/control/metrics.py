@@ -7,9 +7,12 @@ from prometheus_client import Counter, Gauge, Info
 __all__ = [
     "CONFIG_RELOADS",
     "DISCOVERY_ERRORS",
+    "ENDPOINT_WEIGHT",
+    "ENDPOINT_WEIGHT_FACTOR",
     "EVENT_LOOP_TASKS",
     "LAST_PUBLISH",
     "LOOP_ERRORS",
+    "SIGNAL_AGE",
     "SNAPSHOTS_PUBLISHED",
     "SNAPSHOT_INFO",
 ]
@@ -37,4 +40,22 @@ EVENT_LOOP_TASKS = Gauge(
     "xds_control_event_loop_tasks",
     "asyncio tasks alive in the serving process, counted at each scrape: a count that grows "
     "with stream churn is a leak.",
+)
+ENDPOINT_WEIGHT = Gauge(
+    "xds_control_endpoint_weight",
+    "The weight the engine decided for an endpoint (what EDS serves), set at each scrape; an "
+    "endpoint that left has no series.",
+    ["pool", "endpoint"],
+)
+ENDPOINT_WEIGHT_FACTOR = Gauge(
+    "xds_control_endpoint_weight_factor",
+    "Each factor the engine multiplied into an endpoint's score (docs/weights.md), set at each "
+    "scrape.",
+    ["pool", "endpoint", "factor"],
+)
+SIGNAL_AGE = Gauge(
+    "xds_control_signal_age_seconds",
+    "Age at scrape time of each signal reading behind an endpoint's weight; a growing age "
+    "means a stale source (weights hold, then decay past the TTL).",
+    ["pool", "endpoint", "signal"],
 )

@@ -184,7 +184,7 @@ class AdsHandler:
         inbox: _Inbox[R] = _Inbox()
         reader = guarded_task(_read(requests, inbox), name=f"ads-reader-{stream.stream_id}")
         unsubscribe = None
-        self._registry.add(stream)
+        self._registry.add(stream, peer=context.peer() or "")
         try:
             while (item := await inbox.get()) is not _Signal.CLOSED:
                 if item is _Signal.WAKE:

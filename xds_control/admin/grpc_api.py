@@ -1,0 +1,163 @@
+"""The admin API over gRPC (``protos/xds_control/admin/v1/admin.proto``): the same views as the
+HTTP JSON mirror, typed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.struct_pb2 import Struct
+
+from xds_control.admin.events import EventLog
+from xds_control.admin.sync import streams_view
+from xds_control.admin.v1 import admin_pb2 as pb
+from xds_control.admin.v1 import admin_pb2_grpc
+from xds_control.admin.views import snapshot_view, weights_view
+from xds_control.cache import SnapshotCache, group_names
+from xds_control.control import EngineView, LoopState
+from xds_control.server import StreamRegistry
+
+__all__ = ["AdminServicer", "weights_message"]
+
+_WATCH_PERIOD_S = 0.25
+
+
+def _struct(value: dict[str, Any]) -> Struct:
+    out = Struct()
+    out.update(value)
+    return out
+
+
+def weights_message(view: dict[str, Any], *, pool: str, explain: bool) -> pb.ListWeightsResponse:
+    """``weights_view``'s dict as the typed response, one pool or all."""
+    pools = [
+        pb.PoolWeights(
+            pool=name,
+            endpoints=[
+                pb.EndpointWeight(
+                    address=row["address"],
+                    weight=row["weight"],
+                    health=row["health"],
+                    reason=row.get("reason", ""),
+                    explain=_struct(row) if explain and view["engine"] else None,
+                )
+                for row in rows
+            ],
+        )
+        for name, rows in sorted(view["pools"].items())
+        if not pool or name == pool
+    ]
+    return pb.ListWeightsResponse(
+        engine=view["engine"],
+        cycle=view.get("cycle", 0),
+        source_error=view.get("source_error") or "",
+        pools=pools,
+    )
+
+
+class AdminServicer(admin_pb2_grpc.AdminServicer):
+    """Reads the registry, the cache, the engine and the event ring; never writes."""
+
+    def __init__(
+        self,
+        *,
+        state: LoopState,
+        cache: SnapshotCache,
+        registry: StreamRegistry,
+        events: EventLog,
+        engine: Callable[[], EngineView] | None = None,
+    ) -> None:
+        self._state = state
+        self._cache = cache
+        self._registry = registry
+        self._events = events
+        self._engine = engine
+
+    async def ListStreams(
+        self, request: pb.ListStreamsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListStreamsResponse:
+        streams = []
+        for view in streams_view(registry=self._registry, cache=self._cache):
+            types = [
+                pb.TypeStatus(
+                    **{
+                        **t,
+                        "nacked_version": t["nacked_version"] or "",
+                        "last_error": t["last_error"] or "",
+                    }
+                )
+                for t in ({k: v for k, v in t.items() if k != "resources"} for t in view["types"])
+            ]
+            streams.append(pb.Stream(**{**view, "types": types}))
+        return pb.ListStreamsResponse(streams=streams)
+
+    async def GetSnapshot(
+        self, request: pb.GetSnapshotRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.GetSnapshotResponse:
+        group = await self._group(request.group, context)
+        view = snapshot_view(self._cache.snapshot(group), resources=request.resources)
+        types = [
+            pb.SnapshotType(
+                type=t["type"],
+                type_url=t["type_url"],
+                version=t["version"],
+                names=t["names"],
+                resources=[_struct(r) for r in t.get("resources", [])],
+            )
+            for t in view["types"]
+        ]
+        return pb.GetSnapshotResponse(group=group, version=view["version"] or "", types=types)
+
+    async def ListWeights(
+        self, request: pb.ListWeightsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListWeightsResponse:
+        return await self._weights(request, context)
+
+    async def ListEvents(
+        self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListEventsResponse:
+        events = self._events.since(request.after, limit=request.limit)
+        return pb.ListEventsResponse(events=[pb.Event(**e.to_json()) for e in events])
+
+    async def WatchWeights(
+        self, request: pb.ListWeightsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.ListWeightsResponse]:
+        last: list[tuple[str, str, int, str]] | None = None
+        while True:
+            message = await self._weights(request, context)
+            now = [
+                (p.pool, e.address, e.weight, e.health) for p in message.pools for e in p.endpoints
+            ]
+            if now != last:
+                last = now
+                yield message
+            await asyncio.sleep(_WATCH_PERIOD_S)
+
+    async def _weights(
+        self, request: pb.ListWeightsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListWeightsResponse:
+        group = await self._group(request.group, context)
+        view = weights_view(
+            self._engine() if self._engine else None,
+            self._cache.snapshot(group),
+            explain=request.explain,
+        )
+        if request.pool and request.pool not in view["pools"]:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no pool named {request.pool!r} (pools: {', '.join(sorted(view['pools']))})",
+            )
+        return weights_message(view, pool=request.pool, explain=request.explain)
+
+    async def _group(self, group: str, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        names = group_names(self._state.config)
+        if not group:
+            return names[0]
+        if group not in names:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no node group named {group!r} (groups: {', '.join(names)})",
+            )
+        return group
