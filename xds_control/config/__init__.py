@@ -1,6 +1,7 @@
 """Config: the pydantic model of pools, listeners and routes, read from YAML and the env."""
 
 from xds_control.config.address import HostPort, parse_host_port
+from xds_control.config.classes import Classify, TokenRange
 from xds_control.config.groups import DEFAULT_GROUP, DefaultGroup, NodeGroup, NodeMatch
 from xds_control.config.load import load_config, parse_config
 from xds_control.config.model import (
@@ -14,6 +15,7 @@ from xds_control.config.model import (
     LoadBalancing,
     OutlierDetection,
     Pool,
+    PoolShare,
     RetryPolicy,
     Route,
     RouteMatch,
@@ -27,6 +29,7 @@ __all__ = [
     "DEFAULT_GROUP",
     "ENV_PREFIX",
     "CircuitBreakers",
+    "Classify",
     "Config",
     "DefaultGroup",
     "EndpointConfig",
@@ -44,12 +47,14 @@ __all__ = [
     "NodeMatch",
     "OutlierDetection",
     "Pool",
+    "PoolShare",
     "RestartConfig",
     "RetryPolicy",
     "Route",
     "RouteMatch",
     "ScrapeConfig",
     "SignalsConfig",
+    "TokenRange",
     "WeightPolicy",
     "load_config",
     "parse_config",

@@ -37,7 +37,12 @@ def check_references(config: Config) -> list[tuple[str, str]]:
             (f"{base}[{j}].name", r.name) for j, r in enumerate(listener.routes)
         )
         for j, route in enumerate(listener.routes):
-            if route.pool not in pools:
-                known = ", ".join(sorted(pools))
+            known = ", ".join(sorted(pools))
+            if route.pool is not None and route.pool not in pools:
                 problems.append((f"{base}[{j}].pool", f"no pool named {route.pool!r} ({known})"))
+            for k, share in enumerate(route.pools):
+                if share.name not in pools:
+                    problems.append(
+                        (f"{base}[{j}].pools[{k}].name", f"no pool named {share.name!r} ({known})")
+                    )
     return problems + check_groups(config)

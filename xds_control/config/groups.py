@@ -78,7 +78,13 @@ class NodeGroup(_Model):
         """The pools this group gets: its own list and every pool its ``listeners`` (the
         config's, by name) route to."""
         mine = set(self.listeners)
-        routed = {r.pool for lis in listeners if lis.name in mine for r in lis.routes}
+        routed = {
+            name
+            for lis in listeners
+            if lis.name in mine
+            for r in lis.routes
+            for name in r.pool_names()
+        }
         return frozenset(self.pools) | routed
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from xds_control.config.address import IpPort
+from xds_control.config.classes import Classify, TokenRange
 from xds_control.config.regex import re2_error
 from xds_control.config.weights import WeightPolicy
 
@@ -27,6 +28,7 @@ __all__ = [
     "LoadBalancing",
     "OutlierDetection",
     "Pool",
+    "PoolShare",
     "RetryPolicy",
     "Route",
     "RouteMatch",
@@ -234,8 +236,32 @@ class RouteMatch(Model):
     model: str | None = Field(
         default=None,
         description="Model name, matched exactly on the header named by `model_header` "
-        "(set by clients or a body-to-header filter in front).",
+        "(set by clients, or by the listener's `classify` filter from the body).",
     )
+    prompt_tokens: TokenRange | None = Field(
+        default=None,
+        description="Estimated prompt tokens (from the body, by the listener's `classify`).",
+    )
+    max_tokens: TokenRange | None = Field(
+        default=None, description="The body's max_tokens (by the listener's `classify`)."
+    )
+    stream: bool | None = Field(
+        default=None, description="Whether the body asks to stream (by the listener's `classify`)."
+    )
+    keywords: tuple[Annotated[str, Field(min_length=1)], ...] = Field(
+        default=(),
+        description="Any of these words in the prompt (ASCII case-insensitive substring; by the "
+        "listener's `classify`).",
+    )
+
+    def reads_body(self) -> bool:
+        """Whether the match needs the listener's ``classify`` filter."""
+        return (
+            self.prompt_tokens is not None
+            or self.max_tokens is not None
+            or self.stream is not None
+            or bool(self.keywords)
+        )
 
 
 class HashKey(Model):
@@ -260,6 +286,24 @@ class RetryPolicy(Model):
     )
     num_retries: int = Field(default=1, ge=0, le=10, description="Retries per request.")
     per_try_timeout_s: float | None = Field(default=None, gt=0, description="Unset: no limit.")
+    other_host: bool = Field(
+        default=True,
+        description="Retry on a server not yet tried (Envoy's previous_hosts predicate): the "
+        "one that failed is likely to fail again.",
+    )
+
+
+class PoolShare(Model):
+    """One pool of a route over several, with its static share."""
+
+    name: str = Field(description="Name of the pool.")
+    weight: int = Field(
+        default=1,
+        ge=1,
+        le=1000,
+        description="Static share, served while the weight engine is off; with it on, the "
+        "engine's measure of the pool's capacity decides.",
+    )
 
 
 DEFAULT_HASH_POLICY = (HashKey(header="x-session-id"), HashKey(header="x-prefix-hash"))
@@ -272,18 +316,50 @@ class Route(Model):
     match: RouteMatch = Field(
         default_factory=RouteMatch, description="Default: every request (prefix `/`)."
     )
-    pool: str = Field(description="Name of the pool that serves the route.")
+    pool: str | None = Field(
+        default=None, description="Name of the pool that serves the route (or give `pools`)."
+    )
+    pools: tuple[PoolShare, ...] = Field(
+        default=(),
+        description="Several pools sharing the route (Envoy weighted clusters), in proportion "
+        "to their capacity as the weight engine measures it, or to their static `weight`.",
+    )
     timeout_s: float = Field(
         default=300.0,
         ge=0,
         description="Whole-request timeout; long, since generation takes minutes. 0 disables.",
     )
-    retry: RetryPolicy | None = Field(default=None, description="Unset: no retries.")
+    idle_timeout_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="Longest silence on a request's stream (no byte either way). A streaming "
+        "response sends a chunk per token, so a short limit (e.g. 30) ends a stuck stream "
+        "early; a non-streaming one is silent until done, so keep it above the longest "
+        "generation. Unset: the listener's `stream_idle_timeout_s`. 0 disables.",
+    )
+    retry: RetryPolicy | None = Field(
+        default=None,
+        description="Unset: no retries. Set (e.g. `{}`): retries on another server of what "
+        "never reached one.",
+    )
     hash_policy: tuple[HashKey, ...] = Field(
         default=DEFAULT_HASH_POLICY,
         description="Hash key sources tried in order; the first present one wins. With none "
         "present Envoy picks by weight at random. Default: session id, then prompt-prefix hash.",
     )
+
+    @model_validator(mode="after")
+    def _one_pool_source(self) -> Self:
+        if (self.pool is None) == (not self.pools):
+            raise ValueError("give exactly one of pool, pools")
+        names = [share.name for share in self.pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pools lists a pool twice: {names}")
+        return self
+
+    def pool_names(self) -> tuple[str, ...]:
+        """Every pool the route sends to."""
+        return (self.pool,) if self.pool is not None else tuple(s.name for s in self.pools)
 
 
 class Listener(Model):
@@ -292,3 +368,28 @@ class Listener(Model):
     name: Name
     address: IpPort = Field(description="IP:PORT Envoy listens on.")
     routes: tuple[Route, ...] = Field(min_length=1, description="Tried in order; first match wins.")
+    classify: Classify | None = Field(
+        default=None,
+        description="Read each request's JSON body inside Envoy and set headers that routes "
+        "match (model, prompt tokens, max_tokens, stream, keywords) and MAGLEV hashes (prefix "
+        "hash). Unset: no body is read; `match.model` then needs the client's header.",
+    )
+    stream_idle_timeout_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="Longest silence on a request's stream for the whole listener (Envoy's own "
+        "default, 5 minutes: above most non-streaming generations); a route's `idle_timeout_s` "
+        "overrides it. 0 disables.",
+    )
+
+    @model_validator(mode="after")
+    def _body_matches_need_classify(self) -> Self:
+        if self.classify is not None:
+            return self
+        for i, route in enumerate(self.routes):
+            if route.match.reads_body():
+                raise ValueError(
+                    f"routes[{i}].match ({route.name}) matches on the body (prompt_tokens, "
+                    "max_tokens, stream or keywords): set the listener's `classify`"
+                )
+        return self

@@ -62,7 +62,10 @@ def reconcile_once(
     return build_snapshot(
         clusters=[build_cluster(pool) for pool in config.pools],
         load_assignments=assignments,
-        listeners=[build_listener(listener) for listener in config.listeners],
+        listeners=[
+            build_listener(listener, model_header=config.model_header)
+            for listener in config.listeners
+        ],
         route_configs=[
             build_route_configuration(listener, model_header=config.model_header)
             for listener in config.listeners

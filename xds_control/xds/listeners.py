@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from envoy.config.core.v3 import address_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
+from envoy.extensions.filters.http.lua.v3 import lua_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
@@ -11,14 +12,31 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 
 from xds_control.config import Listener, parse_host_port
 from xds_control.xds.cluster import ads_config_source
-from xds_control.xds.durations import pack
+from xds_control.xds.durations import duration, pack
+from xds_control.xds.lua import classifier_source
 from xds_control.xds.routes import route_config_name
 
 __all__ = ["build_listener"]
 
 
-def build_listener(listener: Listener) -> listener_pb2.Listener:
-    """An HTTP listener whose route table arrives over ADS (RDS)."""
+CLASSIFY_FILTER = "envoy.filters.http.lua"
+
+
+def _http_filters(listener: Listener, *, model_header: str) -> list[hcm.HttpFilter]:
+    # The classifier runs before the router, so the headers it sets choose the route.
+    filters = []
+    if listener.classify is not None:
+        source = classifier_source(listener.classify, listener=listener, model_header=model_header)
+        lua = lua_pb2.Lua(stat_prefix="classify")
+        lua.default_source_code.inline_string = source
+        filters.append(hcm.HttpFilter(name=CLASSIFY_FILTER, typed_config=pack(lua)))
+    router = pack(router_pb2.Router())
+    return [*filters, hcm.HttpFilter(name="envoy.filters.http.router", typed_config=router)]
+
+
+def build_listener(listener: Listener, *, model_header: str = "x-model") -> listener_pb2.Listener:
+    """An HTTP listener whose route table arrives over ADS (RDS), with the request classifier
+    in front of the router when the listener has ``classify``."""
     host, port = parse_host_port(listener.address)
     manager = hcm.HttpConnectionManager(
         stat_prefix=listener.name,
@@ -26,9 +44,8 @@ def build_listener(listener: Listener) -> listener_pb2.Listener:
         rds=hcm.Rds(
             config_source=ads_config_source(), route_config_name=route_config_name(listener)
         ),
-        http_filters=[
-            hcm.HttpFilter(name="envoy.filters.http.router", typed_config=pack(router_pb2.Router()))
-        ],
+        http_filters=_http_filters(listener, model_header=model_header),
+        stream_idle_timeout=duration(listener.stream_idle_timeout_s),
     )
     return listener_pb2.Listener(
         name=listener.name,
