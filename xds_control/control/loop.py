@@ -122,7 +122,9 @@ class ControlLoop:
         )
         self._last_weights: dict[str, EndpointWeight] | None = None
         self._woken = asyncio.Event()
-        self.watch = FileWatch(settings=config.watch, wake=self._woken.set)
+        self.watch = FileWatch(
+            settings=config.watch, wake=self._woken.set, errors=self.state.errors
+        )
         self.watch.watch(_watched_files(config, config_path=config_path))
 
     def _make_sources(self, config: Config) -> dict[str, EndpointSource]:
@@ -151,6 +153,7 @@ class ControlLoop:
                 decide = clock() >= next_cycle
         finally:
             watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)  # its thread stops too
 
     async def scrape_forever(self) -> None:
         """The fast path: sub-second scrapes of each endpoint's /metrics, read by the next step.

@@ -16,14 +16,15 @@ had is gone after the first change. An event counts when it names a watched file
 costs a ``stat``.
 
 If the watcher cannot run (no inotify instances left, a folder that is missing), the error is
-logged and kept in ``error``, the loop still reconciles every period (polling), and the watcher
-is retried after ``retry_s``.
+logged and kept in ``error`` (and under ``watch`` in ``errors``, the loop's, which
+``/v1/status`` shows), the loop still reconciles every period (polling), and the watcher is
+retried after ``retry_s``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from pathlib import Path
 
 import structlog
@@ -40,17 +41,33 @@ class FileWatch:
     """Calls ``wake`` after each burst of changes to the files given to ``watch``."""
 
     def __init__(
-        self, *, settings: WatchConfig, wake: Callable[[], None], retry_s: float = 5.0
+        self,
+        *,
+        settings: WatchConfig,
+        wake: Callable[[], None],
+        errors: MutableMapping[str, str] | None = None,
+        retry_s: float = 5.0,
     ) -> None:
         self.settings = settings
-        self.error: str | None = None
-        """Why the watcher is not running (the loop polls meanwhile); ``None`` while it runs."""
+        self._errors: MutableMapping[str, str] = errors if errors is not None else {}
         self._wake = wake
         self._retry_s = retry_s
         self._files: frozenset[str] = frozenset()
         self._retarget = asyncio.Event()
         self._events = asyncio.Event()
         self._logged: str | None = None
+
+    @property
+    def error(self) -> str | None:
+        """Why the watcher is not running (the loop polls meanwhile); ``None`` while it runs."""
+        return self._errors.get("watch")
+
+    @error.setter
+    def error(self, message: str | None) -> None:
+        if message is None:
+            self._errors.pop("watch", None)
+        else:
+            self._errors["watch"] = message
 
     def watch(self, files: Iterable[Path]) -> None:
         """Watch these files from now on (absolute paths; their folders are what is watched)."""
