@@ -17,6 +17,13 @@ FILES = {
     "bootstrap-sidecar.yaml": build_bootstrap(
         node_id="sidecar", node_cluster="sidecar", xds_host="127.0.0.1", xds_port=18000
     ),
+    "bootstrap-sidecar-uds.yaml": build_bootstrap(
+        node_id="sidecar",
+        node_cluster="sidecar",
+        xds_host="127.0.0.1",
+        xds_port=18000,
+        xds_pipe="/var/run/xds-control/ads.sock",
+    ),
     "bootstrap-gateway.yaml": build_bootstrap(
         node_id="gateway",
         node_cluster="gateway",
