@@ -4,6 +4,7 @@ default route, and a prompt prefix keeps to one server without the client hashin
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -13,6 +14,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from e2e.engine_stack import load_in_background
+from e2e.stack import eventually
 from xds_lab.harness.fleet import local_fleet
 from xds_lab.harness.stack import Stack
 from xds_lab.sim.fleet import Fleet, ServerSpec
@@ -113,3 +116,77 @@ async def test_a_prompt_prefix_keeps_to_one_server_with_no_client_header(
     assert all(len(servers) == 1 for servers in by_prefix.values()), by_prefix
     used = {server for servers in by_prefix.values() for server in servers}
     assert len(used) >= 3, by_prefix
+
+
+async def _envoy_split(stack: Stack[Fleet]) -> dict[str, int]:
+    dump = await stack.envoy.config_dump()
+    for config in dump["configs"]:
+        for table in config.get("dynamic_route_configs", []):
+            for route in table["route_config"]["virtual_hosts"][0]["routes"]:
+                clusters = route["route"].get("weighted_clusters", {}).get("clusters", [])
+                if clusters:
+                    return {c["name"]: int(c["weight"]) for c in clusters}
+    return {}
+
+
+async def test_a_route_over_two_pools_splits_by_the_engines_pool_weights(tmp_path: Path) -> None:
+    pools = {"a": ["a0", "a1", "a2"], "b": ["b0"]}
+    servers = [
+        ServerSpec(name=s, profile="vllm-h100", overrides={"max_num_seqs": 8})
+        for names in pools.values()
+        for s in names
+    ]
+    stack = Stack(workdir=tmp_path, backends=local_fleet(servers))
+    pool_of = {s: p for p, names in pools.items() for s in names}
+    try:
+        addresses = stack.backends.addresses
+        await stack.start(
+            {
+                "pools": [
+                    {
+                        "name": p,
+                        "endpoints": [{"address": addresses[s]} for s in names],
+                        "weights": {"max_num_seqs": 8},
+                    }
+                    for p, names in pools.items()
+                ],
+                "listeners": [
+                    {
+                        "name": "gateway",
+                        "address": f"127.0.0.1:{stack.listener_port}",
+                        "routes": [{"name": "split", "pools": [{"name": "a"}, {"name": "b"}]}],
+                    }
+                ],
+                "signals": {"scrape": {"enabled": True, "interval_s": 0.25}},
+            }
+        )
+        # Static shares (1:1) until the engine has measured both pools.
+        assert await _envoy_split(stack) == {"a": 1, "b": 1}
+        load_in_background(stack, rate=12, seconds=40)
+        engine: dict[str, int] = {}
+
+        async def measured() -> bool:
+            view = await stack.control_plane.get_json("/v1/weights?explain=1")
+            found = view.get("routes", {}).get("gateway/split", {})
+            engine.clear()
+            engine.update({pool: why["weight"] for pool, why in found.items()})
+            return set(engine) == {"a", "b"} and await _envoy_split(stack) == engine
+
+        await eventually(measured, timeout=30, what="the engine's pool weights in Envoy")
+        # Three servers against one of the same kind: about three times the capacity.
+        assert engine["a"] >= 2 * engine["b"], engine
+
+        split = await _envoy_split(stack)
+        counts: Counter[str] = Counter()
+        async with aiohttp.ClientSession() as session:
+            for _ in range(15):
+                for status, server in await asyncio.gather(
+                    *(_send(session, stack.url, _chat("hi", max_tokens=1)) for _ in range(20))
+                ):
+                    assert status == 200
+                    counts[pool_of[server]] += 1
+        assert await _envoy_split(stack) == split, "weights moved while measuring"
+        expected = split["a"] / (split["a"] + split["b"])
+        assert abs(counts["a"] / sum(counts.values()) - expected) < 0.08, (counts, split)
+    finally:
+        await stack.close()

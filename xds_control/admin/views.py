@@ -92,9 +92,14 @@ def weights_view(
                 }
                 for d in decisions
             ]
+    routes = {
+        key: {pool: w.to_json() if explain else w.weight for pool, w in weights.items()}
+        for key, weights in engine.routes.items()
+    }
     return {
         "engine": True,
         "cycle": engine.cycle,
         "source_error": engine.source_error,
         "pools": pools,
+        "routes": routes,
     }

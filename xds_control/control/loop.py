@@ -117,9 +117,9 @@ class ControlLoop:
         self._stamp = _stamp(config_path)
         self._sources = self._make_sources(config)
         self.published = asyncio.Event()
-        self._last_inputs: tuple[Config, dict[str, tuple[Endpoint, ...]], dict[str, Any]] | None = (
-            None
-        )
+        self._last_inputs: (
+            tuple[Config, dict[str, tuple[Endpoint, ...]], dict[str, Any], Any] | None
+        ) = None
         self._last_weights: dict[str, EndpointWeight] | None = None
         self._woken = asyncio.Event()
         self.watch = FileWatch(
@@ -209,12 +209,13 @@ class ControlLoop:
 
     async def _publish(self, weights: dict[str, EndpointWeight]) -> None:
         state = self.state
-        inputs = (state.config, dict(state.endpoints), weights)
+        pools = self.weigher.pool_weights(state.config) if self.weigher is not None else {}
+        inputs = (state.config, dict(state.endpoints), weights, pools)
         if inputs == self._last_inputs:
             return  # same config, endpoints and weights: the same snapshot, not worth building
         # A SnapshotError (inconsistent snapshot) is this phase's error: the last one stays.
         snapshots = reconcile_groups(
-            config=state.config, endpoints=state.endpoints, weights=weights
+            config=state.config, endpoints=state.endpoints, weights=weights, pool_weights=pools
         )
         self._last_inputs = inputs
         self._last_weights = weights

@@ -42,9 +42,12 @@ def reconcile_once(
     config: Config,
     endpoints: Mapping[str, tuple[Endpoint, ...]],
     weights: Mapping[str, EndpointWeight],
+    pool_weights: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
 ) -> Snapshot:
     """The snapshot for ``config`` with each pool's ``endpoints`` (by pool name); an address
-    missing from ``weights`` gets its static weight, healthy."""
+    missing from ``weights`` gets its static weight, healthy. ``pool_weights`` (listener ->
+    route -> pool -> weight) splits routes over several pools; without: their static
+    weights."""
     assignments = []
     for pool in config.pools:
         weighted = []
@@ -67,7 +70,11 @@ def reconcile_once(
             for listener in config.listeners
         ],
         route_configs=[
-            build_route_configuration(listener, model_header=config.model_header)
+            build_route_configuration(
+                listener,
+                model_header=config.model_header,
+                pool_weights=(pool_weights or {}).get(listener.name),
+            )
             for listener in config.listeners
         ],
     )
@@ -93,14 +100,22 @@ def reconcile_groups(
     config: Config,
     endpoints: Mapping[str, tuple[Endpoint, ...]],
     weights: Mapping[str, EndpointWeight],
+    pool_weights: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
 ) -> dict[str, Snapshot]:
     """Group name -> its snapshot, each consistent by itself. Without ``node_groups`` one
     group, ``DEFAULT_GROUP``, with exactly ``reconcile_once``'s snapshot (same version)."""
     if not config.node_groups:
-        return {DEFAULT_GROUP: reconcile_once(config=config, endpoints=endpoints, weights=weights)}
+        return {
+            DEFAULT_GROUP: reconcile_once(
+                config=config, endpoints=endpoints, weights=weights, pool_weights=pool_weights
+            )
+        }
     return {
         group.name: reconcile_once(
-            config=group_config(config, group), endpoints=endpoints, weights=weights
+            config=group_config(config, group),
+            endpoints=endpoints,
+            weights=weights,
+            pool_weights=pool_weights,
         )
         for group in config.node_groups
     }

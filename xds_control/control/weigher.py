@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import aiohttp
@@ -19,6 +19,7 @@ import structlog
 from xds_control.config import Config, SignalsConfig
 from xds_control.discovery import Endpoint
 from xds_control.engine import WeightDecision, compute_weights
+from xds_control.engine.pools import PoolWeight, RouteWeights, compute_route_weights, route_key
 from xds_control.errors import SignalError
 from xds_control.signals import (
     PrometheusSource,
@@ -65,6 +66,9 @@ class EngineView:
     """The Prometheus source's last error, ``None`` when its last fetch worked."""
     pools: Mapping[str, tuple[WeightDecision, ...]]
     """Each pool's decisions, in the pool's endpoint order."""
+    routes: RouteWeights = field(default_factory=lambda: MappingProxyType({}))
+    """``listener/route`` -> pool -> weight, for each route over several pools the engine
+    measured."""
 
 
 class Weigher:
@@ -83,6 +87,7 @@ class Weigher:
         self._prometheus_samples: Mapping[str, Sample] = {}
         self._decisions: dict[str, WeightDecision] = {}
         self._by_pool: Mapping[str, tuple[WeightDecision, ...]] = MappingProxyType({})
+        self._routes: RouteWeights = MappingProxyType({})
         self._source_error: str | None = None
         self._prometheus_answered = False
         self._cycle = 0
@@ -119,7 +124,25 @@ class Weigher:
             cycle=self._cycle,
             source_error=self._source_error,
             pools=self._by_pool,
+            routes=self._routes,
         )
+
+    def pool_weights(self, config: Config) -> dict[str, dict[str, dict[str, int]]]:
+        """Listener -> route -> pool -> weight, as the route builder takes them; empty with
+        the engine off (routes over pools then keep their static weights)."""
+        if not self.enabled:
+            return {}
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for listener in config.listeners:
+            for route in listener.routes:
+                found: Mapping[str, PoolWeight] = self._routes.get(
+                    route_key(listener.name, route.name), {}
+                )
+                if found:
+                    out.setdefault(listener.name, {})[route.name] = {
+                        pool: weight.weight for pool, weight in found.items()
+                    }
+        return out
 
     @property
     def has_signals(self) -> bool:
@@ -189,5 +212,8 @@ class Weigher:
             by_pool[pool.name] = tuple(decided[e.address] for e in pool_endpoints)
         self._decisions = decisions
         self._by_pool = MappingProxyType(by_pool)
+        self._routes = MappingProxyType(
+            compute_route_weights(config=config, decisions=by_pool, previous=self._routes, now=now)
+        )
         self._cycle += 1
         return decisions

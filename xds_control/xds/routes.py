@@ -106,12 +106,15 @@ def _body_matchers(match: RouteMatch, *, route: str, classify: Classify) -> list
     return out
 
 
-def _set_destination(action: rc.RouteAction, route: Route, pool_weights: Mapping[str, int]) -> None:
+def _set_destination(action: rc.RouteAction, route: Route, weights: Mapping[str, int]) -> None:
     if route.pool is not None:
         action.cluster = route.pool
         return
+    # The engine's weights only when it measured every pool of the route: a measured pool next
+    # to a static weight would compare two different units.
+    measured = all(share.name in weights for share in route.pools)
     for share in route.pools:
-        weight = u32(pool_weights.get(share.name, share.weight))
+        weight = u32(weights[share.name] if measured else share.weight)
         action.weighted_clusters.clusters.append(
             rc.WeightedCluster.ClusterWeight(name=share.name, weight=weight)
         )
@@ -142,11 +145,15 @@ def _route(
 
 
 def build_route_configuration(
-    listener: Listener, *, model_header: str, pool_weights: Mapping[str, int] | None = None
+    listener: Listener,
+    *,
+    model_header: str,
+    pool_weights: Mapping[str, Mapping[str, int]] | None = None,
 ) -> route_pb2.RouteConfiguration:
     """One virtual host answering every domain, with the listener's routes in order. A route
-    over several pools shares by ``pool_weights`` (pool name -> weight, from the weight
-    engine), or by each pool's static weight when it has none."""
+    over several pools shares by ``pool_weights`` (route name -> pool name -> weight, from the
+    weight engine), or by its pools' static weights when the engine has not measured them
+    all."""
     weights = pool_weights or {}
     return route_pb2.RouteConfiguration(
         name=route_config_name(listener),
@@ -159,7 +166,7 @@ def build_route_configuration(
                         r,
                         model_header=model_header,
                         classify=listener.classify,
-                        pool_weights=weights,
+                        pool_weights=weights.get(r.name, {}),
                     )
                     for r in listener.routes
                 ],

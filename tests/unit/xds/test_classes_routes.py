@@ -96,13 +96,17 @@ def test_a_route_over_pools_is_weighted_by_the_engine_or_its_static_weights() ->
 
     def split(weights: dict[str, int] | None) -> dict[str, int]:
         table = build_route_configuration(
-            listener, model_header=config.model_header, pool_weights=weights
+            listener,
+            model_header=config.model_header,
+            pool_weights=None if weights is None else {"split": weights},
         )
         action = table.virtual_hosts[0].routes[2].route
         return {c.name: c.weight.value for c in action.weighted_clusters.clusters}
 
     assert split(None) == {"long": 3, "fast": 1}
     assert split({"long": 40, "fast": 60}) == {"long": 40, "fast": 60}
+    # One pool not measured: static weights for both (two units cannot be mixed).
+    assert split({"long": 40}) == {"long": 3, "fast": 1}
 
 
 def test_retries_go_to_another_host_and_idle_timeouts_are_per_route() -> None:
