@@ -141,7 +141,23 @@ class CircuitBreakers(Model):
     max_connections: int = Field(default=1024, ge=1, description="Upstream connections.")
     max_pending_requests: int = Field(default=1024, ge=1, description="Requests queued in Envoy.")
     max_requests: int = Field(default=1024, ge=1, description="Requests in flight.")
-    max_retries: int = Field(default=3, ge=0, description="Retries in flight.")
+    max_retries: int = Field(
+        default=3, ge=0, description="Retries in flight, when `retry_budget_percent` is unset."
+    )
+    retry_budget_percent: float | None = Field(
+        default=20.0,
+        gt=0,
+        le=100,
+        description="Retries in flight at most this percent of the requests in flight (Envoy's "
+        "retry budget; it replaces `max_retries`): a failing pool cannot multiply its load "
+        "with retries, and a busy one still retries in proportion. Unset: `max_retries`.",
+    )
+    min_retry_concurrency: int = Field(
+        default=3,
+        ge=1,
+        description="Retries always allowed in flight under the budget, so a quiet pool can "
+        "retry at all.",
+    )
 
 
 class OutlierDetection(Model):

@@ -34,17 +34,18 @@ def _protocol_options(pool: Pool) -> http_protocol_options_pb2.HttpProtocolOptio
 
 def _circuit_breakers(pool: Pool) -> circuit_breaker_pb2.CircuitBreakers:
     limits = pool.circuit_breakers
-    return circuit_breaker_pb2.CircuitBreakers(
-        thresholds=[
-            circuit_breaker_pb2.CircuitBreakers.Thresholds(
-                priority=base_pb2.RoutingPriority.DEFAULT,
-                max_connections=u32(limits.max_connections),
-                max_pending_requests=u32(limits.max_pending_requests),
-                max_requests=u32(limits.max_requests),
-                max_retries=u32(limits.max_retries),
-            )
-        ]
+    thresholds = circuit_breaker_pb2.CircuitBreakers.Thresholds(
+        priority=base_pb2.RoutingPriority.DEFAULT,
+        max_connections=u32(limits.max_connections),
+        max_pending_requests=u32(limits.max_pending_requests),
+        max_requests=u32(limits.max_requests),
+        max_retries=u32(limits.max_retries),
     )
+    if limits.retry_budget_percent is not None:
+        budget = thresholds.retry_budget
+        budget.budget_percent.value = limits.retry_budget_percent
+        budget.min_retry_concurrency.value = limits.min_retry_concurrency
+    return circuit_breaker_pb2.CircuitBreakers(thresholds=[thresholds])
 
 
 def build_cluster(pool: Pool) -> cluster_pb2.Cluster:

@@ -10,7 +10,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 
 from xds_control.config import Config, parse_config
-from xds_control.xds import build_listener, build_route_configuration
+from xds_control.xds import build_cluster, build_listener, build_route_configuration
 
 CONFIG = """
 model_header: X-Model
@@ -124,3 +124,19 @@ def test_retries_go_to_another_host_and_idle_timeouts_are_per_route() -> None:
     assert not routes[0].route.HasField("idle_timeout")
     assert not routes[0].route.HasField("retry_policy")
     assert list(routes[3].route.retry_policy.retry_host_predicate) == []
+
+
+def test_pools_bound_retries_by_a_budget_unless_told_otherwise() -> None:
+    config = _config()
+    budget = build_cluster(config.pools[0]).circuit_breakers.thresholds[0].retry_budget
+    assert (budget.budget_percent.value, budget.min_retry_concurrency.value) == (20.0, 3)
+    plain = config.pools[1].model_copy(
+        update={
+            "circuit_breakers": config.pools[1].circuit_breakers.model_copy(
+                update={"retry_budget_percent": None}
+            )
+        }
+    )
+    thresholds = build_cluster(plain).circuit_breakers.thresholds[0]
+    assert not thresholds.HasField("retry_budget")
+    assert thresholds.max_retries.value == 3
