@@ -134,7 +134,9 @@ class XdsStream(abc.ABC):
 
     def _settled(self, state: TypeState, entries: Entries) -> dict[str, PreparedResource[Message]]:
         """``entries`` without the route tables that must wait for a warming cluster."""
-        if state.type_url != urls.ROUTE:
+        if state.type_url != urls.ROUTE or not entries:
+            # Nothing to hold back: skip the scan of every cluster (this runs for each stream
+            # on every change and every EDS ACK, mostly with nothing to send).
             return dict(entries)
         warming = warming_clusters(self.types)
         return {name: p for name, p in entries.items() if not p.references & warming}

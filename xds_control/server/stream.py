@@ -127,14 +127,18 @@ def _changes(
     # EDS and RDS carry only what differs from what this Envoy has (xDS protocol, "Grouping
     # Resources into Responses"). A cluster the snapshot does not know gets an empty assignment,
     # so that it finishes warming instead of waiting for ever.
-    entries: dict[str, PreparedResource[Message]] = {}
-    for name in sorted(state.names):
-        prepared = resources.resources.get(name)
-        if prepared is None and state.type_url == urls.ENDPOINT and name not in state.sent:
+    # Every stream runs this on every change, mostly to find nothing: sort only what differs.
+    known, sent = resources.resources, state.sent
+    differs: dict[str, PreparedResource[Message]] = {}
+    for name in state.names:
+        prepared = known.get(name)
+        if prepared is None and state.type_url == urls.ENDPOINT and name not in sent:
             prepared = empty_assignment(name)
-        if prepared is not None and state.sent.get(name) != prepared.digest:
-            entries[name] = prepared
-    entries = dict(ready(state, entries))
+        if prepared is not None and sent.get(name) != prepared.digest:
+            differs[name] = prepared
+    if not differs:
+        return None
+    entries = dict(ready(state, {name: differs[name] for name in sorted(differs)}))
     return SentResponse(version=resources.version, entries=entries) if entries else None
 
 
