@@ -22,7 +22,7 @@ from google.rpc import status_pb2
 from xds_control.admin import AdminServer
 from xds_control.cache import MemorySnapshotCache
 from xds_control.config import load_config
-from xds_control.control import ControlLoop
+from xds_control.control import ControlLoop, LoopState
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.xds import type_urls as urls
 from xds_lab.harness.ports import free_port
@@ -76,10 +76,12 @@ class Plane:
     admin: str
     registry: StreamRegistry
     ads_port: int
+    state: LoopState
+    cache: MemorySnapshotCache
 
 
-@pytest.fixture
-async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
+@pytest.fixture(name="plane")
+async def plane_fixture(tmp_path: Path) -> AsyncIterator[Plane]:
     path = tmp_path / "config.yaml"
     path.write_text(CONFIG, encoding="utf-8")
     cache = MemorySnapshotCache()
@@ -94,7 +96,7 @@ async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
     )
     await admin.start()
     try:
-        yield Plane(f"http://127.0.0.1:{admin_port}", registry, xds.port)
+        yield Plane(f"http://127.0.0.1:{admin_port}", registry, xds.port, loop.state, cache)
     finally:
         await admin.stop()
         await xds.stop(0)
@@ -206,18 +208,20 @@ async def test_proxy_status_shows_synced_stale_nacked_and_not_sent(plane: Plane)
             {
                 "name": "envoy-1",
                 "cluster": "edge",
+                "group": "default",
                 "CDS": "SYNCED",
                 "LDS": "NACKED",
                 "EDS": "STALE",
                 "RDS": "NOT SENT",
+                "nack": "LDS: bad listener",
             }
         ]
         table = await xdsctl("proxy-status", admin=plane.admin)
         assert table.code == 0, table.stderr
-        assert [line.split() for line in table.stdout.splitlines() if line.strip()] == [
-            ["NAME", "CLUSTER", "CDS", "LDS", "EDS", "RDS"],
-            ["envoy-1", "edge", "SYNCED", "NACKED", "STALE", "NOT", "SENT"],
-        ]
+        header, row = [line for line in table.stdout.splitlines() if line.strip()]
+        assert header.split() == ["NAME", "CLUSTER", "GROUP", "CDS", "LDS", "EDS", "RDS", "NACK"]
+        expected = ["envoy-1", "edge", "default", "SYNCED", "NACKED", "STALE", "NOT", "SENT"]
+        assert row.split() == [*expected, "LDS:", "bad", "listener"]
         call.cancel()
 
 

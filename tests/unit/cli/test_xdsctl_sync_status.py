@@ -55,9 +55,11 @@ def test_rows_compare_each_type_with_what_is_served() -> None:
         {
             "name": "envoy-a",
             "cluster": "edge",
+            "group": "",
             "CDS": "SYNCED",
             "LDS": "NOT SENT",
             "EDS": "STALE",
             "RDS": "NOT SENT",
+            "nack": "",
         }
     ]

@@ -1,0 +1,21 @@
+"""``xdsctl validate FILE``: the same check as ``xds-control validate``, from the operator's
+tool (exit 2 with every error and its field path, 0 with a summary)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from xds_control.cli import validate
+
+__all__ = ["command"]
+
+
+def command(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="The config file.")],
+) -> None:
+    """Check a config file (and the endpoints files it names) as serve would load it."""
+    validate.command(ctx, file)
