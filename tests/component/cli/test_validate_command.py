@@ -87,4 +87,4 @@ def test_shipped_example_is_valid() -> None:
     example = Path(__file__).resolve().parents[3] / "examples" / "config.yaml"
     result = run("validate", "--config", str(example))
     assert result.returncode == 0, result.stderr
-    assert "valid: 2 pools, 1 listeners, 3 routes, 5 endpoints" in result.stdout
+    assert "valid: 2 pools, 1 listeners, 4 routes, 5 endpoints" in result.stdout
