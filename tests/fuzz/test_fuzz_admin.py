@@ -42,12 +42,13 @@ ROUTES = [
     "/v1/snapshot",
     "/v1/endpoints",
     "/v1/weights",
+    "/v1/events",
     "/v1/",
     "/",
     "//v1//weights",
     "/v1/weights/",
 ]
-KEYS = ["explain", "resources", "group", "format", "pool", "", "a[]", "%00"]
+KEYS = ["explain", "resources", "group", "format", "pool", "after", "limit", "", "a[]", "%00"]
 
 
 class Signals:

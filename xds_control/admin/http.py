@@ -153,8 +153,11 @@ class AdminServer:
         return web.json_response(streams_view(registry=self._registry, cache=self._cache))
 
     async def _events(self, request: web.Request) -> web.Response:
-        after = int(request.query.get("after", "0") or 0)
-        limit = int(request.query.get("limit", "0") or 0)
+        try:
+            after = int(request.query.get("after") or 0)
+            limit = int(request.query.get("limit") or 0)
+        except ValueError:
+            return web.Response(status=400, text="after and limit are whole numbers\n")
         return web.json_response([e.to_json() for e in self.events.since(after, limit=limit)])
 
     async def _snapshot(self, request: web.Request) -> web.Response:
