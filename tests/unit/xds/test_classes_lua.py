@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xds_control.config import Classify, Listener
 from xds_control.xds.lua import classifier_source
@@ -230,3 +232,55 @@ def test_settings_render_every_byte_safely() -> None:
     settings = runtime.globals().RESULT
     assert settings.keywords[1].words[1] == '"]] \\ é\n'.encode()
     assert settings.headers.model == b"x-model"
+
+
+FINITE = st.floats(allow_nan=False, allow_infinity=False)  # JSON has no NaN or Infinity
+TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    system=st.one_of(st.none(), TEXT),
+    user=st.lists(TEXT, min_size=1, max_size=4),
+    extra=st.dictionaries(
+        st.text(max_size=8).filter(lambda k: k not in {"model", "messages", "prompt"}),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | FINITE | TEXT,
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+            max_leaves=8,
+        ),
+        max_size=3,
+    ),
+    ascii_only=st.booleans(),
+)
+def test_any_chat_body_counts_its_prompt_bytes(
+    system: str | None, user: list[str], extra: dict[str, Any], ascii_only: bool
+) -> None:
+    runtime = lua51.LuaRuntime(unpack_returned_tuples=True, encoding=None)
+    listener = _listener()
+    assert listener.classify is not None
+    runtime.execute(
+        classifier_source(listener.classify, listener=listener, model_header=MODEL_HEADER).encode()
+    )
+    messages = ([{"role": "system", "content": system}] if system is not None else []) + [
+        {"role": "user", "content": text} for text in user
+    ]
+    body = json.dumps({**extra, "model": "m", "messages": messages}, ensure_ascii=ascii_only)
+    got = _set(_run(runtime, body))
+    prompt_bytes = len(((system or "") + "".join(user)).encode())
+    assert got["x-prompt-tokens"] == str(-(-prompt_bytes // 4))
+    # The same prompt, escaped or not, keys the same server.
+    other = json.dumps({"model": "m", "messages": messages}, ensure_ascii=not ascii_only)
+    assert _set(_run(runtime, other))["x-prefix-hash"] == got["x-prefix-hash"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_fail_the_request(body: bytes) -> None:
+    runtime = lua51.LuaRuntime(unpack_returned_tuples=True, encoding=None)
+    listener = _listener()
+    assert listener.classify is not None
+    runtime.execute(
+        classifier_source(listener.classify, listener=listener, model_header=MODEL_HEADER).encode()
+    )
+    _run(runtime, body)  # sets headers or not; never raises

@@ -24,12 +24,34 @@ local function utf8_char(code)
     return string.char(code)
   elseif code < 0x800 then
     return string.char(0xC0 + math.floor(code / 0x40), 0x80 + code % 0x40)
+  elseif code < 0x10000 then
+    return string.char(
+      0xE0 + math.floor(code / 0x1000),
+      0x80 + math.floor(code / 0x40) % 0x40,
+      0x80 + code % 0x40
+    )
   end
   return string.char(
-    0xE0 + math.floor(code / 0x1000),
+    0xF0 + math.floor(code / 0x40000),
+    0x80 + math.floor(code / 0x1000) % 0x40,
     0x80 + math.floor(code / 0x40) % 0x40,
     0x80 + code % 0x40
   )
+end
+
+local function unicode_escape(s, k)
+  -- The code point of the \u escape at k (a surrogate pair counts as one) and the index after.
+  local hex = string.sub(s, k + 2, k + 5)
+  if string.find(hex, '^%x%x%x%x$') == nil then error('bad \\u escape') end
+  local code = tonumber(hex, 16)
+  if code >= 0xD800 and code < 0xDC00 and string.sub(s, k + 6, k + 7) == '\\u' then
+    local low_hex = string.sub(s, k + 8, k + 11)
+    local low = string.find(low_hex, '^%x%x%x%x$') and tonumber(low_hex, 16)
+    if low and low >= 0xDC00 and low < 0xE000 then
+      return 0x10000 + (code - 0xD800) * 0x400 + (low - 0xDC00), k + 12
+    end
+  end
+  return code, k + 6
 end
 
 local function skip(s, i)
@@ -47,11 +69,10 @@ local function decode_string(s, i)
     if string.sub(s, k, k) == '"' then return table.concat(parts), k + 1 end
     local c = string.sub(s, k + 1, k + 1)
     if c == 'u' then
-      local hex = string.sub(s, k + 2, k + 5)
-      if string.find(hex, '^%x%x%x%x$') == nil then error('bad \\u escape') end
+      local code
+      code, j = unicode_escape(s, k)
       n = n + 1
-      parts[n] = utf8_char(tonumber(hex, 16))
-      j = k + 6
+      parts[n] = utf8_char(code)
     else
       local plain = ESCAPES[c]
       if plain == nil then error('bad escape') end
