@@ -135,8 +135,12 @@ async def test_diff_against_a_config_dump(plane: Plane) -> None:
             },
         ]
     }
+
+    async def config_dump(request: web.Request) -> web.Response:
+        return web.json_response(dump)
+
     app = web.Application()
-    app.router.add_get("/config_dump", lambda _: web.json_response(dump))
+    app.router.add_get("/config_dump", config_dump)
     runner = web.AppRunner(app)
     await runner.setup()
     port = free_port()
