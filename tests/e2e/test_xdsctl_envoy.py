@@ -19,7 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.engine_stack import SimStack, engine_config, sim_stack
-from e2e.stack import EchoStack, eventually, weighted_config
+from e2e.stack import BOTH_PROTOCOLS, EchoStack, eventually, weighted_config
 from e2e.test_rejection_and_restart import OVERSIZED
 
 XDSCTL = Path(sys.executable).with_name("xdsctl")
@@ -56,6 +56,7 @@ async def status_of(stack: EchoStack, node: str = "envoy-0") -> dict[str, str]:
     return rows[0] if rows else {}
 
 
+@BOTH_PROTOCOLS
 async def test_status_and_diff_through_a_rejected_route_table(stack: EchoStack) -> None:
     await stack.start(weighted_config(stack, [10, 10]))
     server, envoy = stack.control_plane.admin_url, stack.envoys[0]
