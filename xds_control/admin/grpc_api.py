@@ -30,6 +30,22 @@ def _struct(value: dict[str, Any]) -> Struct:
     return out
 
 
+def _type_status(view: dict[str, Any]) -> pb.TypeStatus:
+    """One type's JSON view (``sync.streams_view``) as the message."""
+    return pb.TypeStatus(
+        type=view["type"],
+        sent_version=view["sent_version"],
+        acked_version=view["acked_version"],
+        acked_at=view["acked_at"],
+        nacked_version=view["nacked_version"] or "",
+        last_error=view["last_error"] or "",
+        responses=view["responses"],
+        nacks=view["nacks"],
+        served_version=view["served_version"],
+        sync=view["sync"],
+    )
+
+
 def weights_message(view: dict[str, Any], *, pool: str, explain: bool) -> pb.ListWeightsResponse:
     """``weights_view``'s dict as the typed response, one pool or all."""
     pools = [
@@ -78,19 +94,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def ListStreams(
         self, request: pb.ListStreamsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListStreamsResponse:
-        streams = []
-        for view in streams_view(registry=self._registry, cache=self._cache):
-            types = [
-                pb.TypeStatus(
-                    **{
-                        **t,
-                        "nacked_version": t["nacked_version"] or "",
-                        "last_error": t["last_error"] or "",
-                    }
-                )
-                for t in ({k: v for k, v in t.items() if k != "resources"} for t in view["types"])
-            ]
-            streams.append(pb.Stream(**{**view, "types": types}))
+        streams = [
+            pb.Stream(**{**view, "types": [_type_status(t) for t in view["types"]]})
+            for view in streams_view(registry=self._registry, cache=self._cache)
+        ]
         return pb.ListStreamsResponse(streams=streams)
 
     async def GetSnapshot(

@@ -123,6 +123,7 @@ class AdminServer:
         """Stop serving."""
         if self._recording is not None:
             self._recording.cancel()
+            await asyncio.gather(self._recording, return_exceptions=True)
         if self._grpc is not None:
             await self._grpc.stop(0.5)
         if self._runner is not None:
