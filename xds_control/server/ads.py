@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from enum import Enum
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -13,6 +13,7 @@ import grpc
 import structlog
 from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import discovery_pb2
+from google.protobuf.message import DecodeError
 
 from xds_control.cache import SnapshotCache
 from xds_control.server.delta import DeltaStream
@@ -60,6 +61,8 @@ class _Inbox(Generic[R]):
         self._queue: asyncio.Queue[R | _Signal] = asyncio.Queue()
         self._room = asyncio.Semaphore(MAX_QUEUED_REQUESTS)
         self._wake_pending = False
+        self.invalid: str | None = None
+        """Why the request stream ended early: bytes that are not a request of its kind."""
 
     async def put(self, request: R) -> None:
         await self._room.acquire()
@@ -70,7 +73,8 @@ class _Inbox(Generic[R]):
             self._wake_pending = True
             self._queue.put_nowait(_Signal.WAKE)
 
-    def close(self) -> None:
+    def close(self, *, invalid: str | None = None) -> None:
+        self.invalid = invalid
         self._queue.put_nowait(_Signal.CLOSED)
 
     async def get(self) -> R | _Signal:
@@ -82,14 +86,71 @@ class _Inbox(Generic[R]):
         return item
 
 
-async def _read(requests: AsyncIterator[R], inbox: _Inbox[R]) -> None:
+async def _read(
+    requests: AsyncIterator[bytes], parse: Callable[[bytes], R], inbox: _Inbox[R]
+) -> None:
+    # Requests arrive as bytes and are parsed here, so that garbage is the client's error
+    # (INVALID_ARGUMENT), not a crash of the reader. After garbage, what follows is read and
+    # dropped while the writer refuses the stream (see REFUSAL_DRAIN_S).
+    closed = False
     try:
-        async for request in requests:
+        async for data in requests:
+            if closed:
+                continue
+            try:
+                request = parse(data)
+            except DecodeError as exc:
+                inbox.close(invalid=f"not a {_kind(parse)}: {exc}")
+                closed = True
+                continue
             await inbox.put(request)
-    except grpc.aio.AioRpcError:
-        pass  # the peer went away: an ordinary end of the stream
+    except (grpc.aio.AioRpcError, grpc.aio.AbortError):
+        pass  # the peer went away, or the writer refused the stream: an ordinary end
     finally:
-        inbox.close()  # always, so that the writer loop never waits for a dead reader
+        if not closed:
+            inbox.close()  # always, so that the writer loop never waits for a dead reader
+
+
+def _kind(parse: Callable[[bytes], Any]) -> str:
+    return getattr(parse, "__self__", type(None)).__name__
+
+
+REFUSAL_DRAIN_S = 0.05
+"""Before a refusal, how long the reader may go on taking what the client has already sent
+(and is dropped): aborting with requests still arriving, the client often sees INTERNAL
+("Internal error from Core") instead of the refusal's status and reason."""
+
+
+class _Refused(Exception):
+    """The stream is refused: the client's doing, not a fault here."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        reason: str,
+        *,
+        node_id: str = "",
+        event: str = "stream refused",
+    ) -> None:
+        super().__init__(reason)
+        self.code, self.reason, self.node_id, self.event = code, reason, node_id, event
+
+
+async def _refuse(
+    refused: _Refused, reader: asyncio.Task[None], context: grpc.aio.ServicerContext[Any, Any]
+) -> None:
+    # One warning line, no traceback: a client sending garbage must not flood the log.
+    await asyncio.wait([reader], timeout=REFUSAL_DRAIN_S)
+    reader.cancel()
+    await asyncio.wait([reader])
+    log.warning(
+        refused.event,
+        peer=context.peer(),
+        node_id=refused.node_id,
+        code=refused.code.name,
+        reason=refused.reason,
+    )
+    await context.abort(refused.code, refused.reason)
 
 
 async def _end_of_requests(
@@ -124,13 +185,11 @@ class AdsHandler:
         handlers = {
             method: grpc.stream_stream_rpc_method_handler(
                 self._stream,
-                request_deserializer=discovery_pb2.DiscoveryRequest.FromString,
+                request_deserializer=None,  # bytes: _read parses them
                 response_serializer=None,  # responses are already serialised bytes
             ),
             delta_method: grpc.stream_stream_rpc_method_handler(
-                self._delta_stream,
-                request_deserializer=discovery_pb2.DeltaDiscoveryRequest.FromString,
-                response_serializer=None,
+                self._delta_stream, request_deserializer=None, response_serializer=None
             ),
         }
         return grpc.method_handlers_generic_handler(service, handlers)
@@ -138,15 +197,17 @@ class AdsHandler:
     async def _group(self, node: base_pb2.Node, context: grpc.aio.ServicerContext[Any, Any]) -> str:
         refused = self._node_check(node, context) if self._node_check is not None else None
         if refused is not None:
-            log.warning("node refused", node_id=node.id, reason=refused)
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)
-        # The cache has logged the refusal; the Envoy's log shows this message.
-        group = self._cache.group_of(node)
+            raise _Refused(
+                grpc.StatusCode.PERMISSION_DENIED, refused, node_id=node.id, event="node refused"
+            )
+        group = self._cache.group_of(node)  # a refusal: the cache logs it, naming the node
         if group is None:
-            await context.abort(
+            raise _Refused(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"node {node.id!r} (cluster {node.cluster!r}) matches no node group, "
                 "and this control plane refuses unknown nodes (unknown_nodes: refuse)",
+                node_id=node.id,
+                event="node refused",
             )
         return group
 
@@ -160,7 +221,8 @@ class AdsHandler:
             snapshot_of=self._cache.snapshot,
             on_ack=self._registry.notify_ack,
         )
-        await self._serve(stream, stream.on_request, requests, context)
+        parse = discovery_pb2.DiscoveryRequest.FromString
+        await self._serve(stream, stream.on_request, parse, requests, context)
 
     async def _delta_stream(
         self,
@@ -172,17 +234,19 @@ class AdsHandler:
             snapshot_of=self._cache.snapshot,
             on_ack=self._registry.notify_ack,
         )
-        await self._serve(stream, stream.on_request, requests, context)
+        parse = discovery_pb2.DeltaDiscoveryRequest.FromString
+        await self._serve(stream, stream.on_request, parse, requests, context)
 
     async def _serve(
         self,
         stream: XdsStream,
         on_request: _OnRequest[R],
-        requests: AsyncIterator[R],
+        parse: Callable[[bytes], R],
+        requests: AsyncIterator[bytes],
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> None:
         inbox: _Inbox[R] = _Inbox()
-        reader = guarded_task(_read(requests, inbox), name=f"ads-reader-{stream.stream_id}")
+        reader = guarded_task(_read(requests, parse, inbox), name=f"ads-reader-{stream.stream_id}")
         unsubscribe = None
         self._registry.add(stream, peer=context.peer() or "")
         try:
@@ -191,7 +255,7 @@ class AdsHandler:
                     out = stream.on_snapshot()
                 else:
                     if stream.node is None and not item.node.id:
-                        await context.abort(
+                        raise _Refused(
                             grpc.StatusCode.INVALID_ARGUMENT,
                             "the first DiscoveryRequest must carry a node with an id",
                         )
@@ -206,7 +270,12 @@ class AdsHandler:
                         log.info("envoy connected", stream=stream.stream_id, node_id=item.node.id)
                 for response in out:
                     await context.write(response)
+            if inbox.invalid is not None:
+                node_id = stream.node.id if stream.node is not None else ""
+                raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, inbox.invalid, node_id=node_id)
             await _end_of_requests(reader, context)
+        except _Refused as refused:
+            await _refuse(refused, reader, context)
         finally:
             if unsubscribe is not None:
                 unsubscribe()

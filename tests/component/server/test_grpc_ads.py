@@ -108,7 +108,7 @@ async def test_first_request_without_node_is_refused() -> None:
         await server.stop(grace=0.5)
 
 
-async def test_a_request_that_cannot_be_read_ends_the_stream_with_internal() -> None:
+async def test_bytes_that_are_no_request_end_the_stream_with_invalid_argument() -> None:
     registry = StreamRegistry()
     server = XdsServer(cache=MemorySnapshotCache(), registry=registry, address="127.0.0.1:0")
     await server.start()
@@ -123,10 +123,13 @@ async def test_a_request_that_cannot_be_read_ends_the_stream_with_internal() -> 
                 await call.write(b"\xff\xff\xff")
                 with pytest.raises(grpc.aio.AioRpcError) as info:
                     await asyncio.wait_for(call.read(), 10)
-        assert info.value.code() == grpc.StatusCode.INTERNAL
-        assert "reading the request stream failed" in (info.value.details() or "")
-        crashes = [e for e in logs if e["event"] == "background task crashed"]
-        assert [e["task"] for e in crashes] == ["ads-reader-1"]
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "not a DiscoveryRequest" in (info.value.details() or "")
+        # A refusal, not a crash: one warning naming the peer, no traceback.
+        loud = [e for e in logs if e["log_level"] in ("warning", "error")]
+        assert [e["event"] for e in loud] == ["stream refused"]
+        assert loud[0]["peer"].startswith("ipv4:127.0.0.1:")
+        assert "exc_info" not in loud[0]
         assert registry.describe() == []
     finally:
         await server.stop(grace=0.5)
