@@ -6,10 +6,10 @@ import asyncio
 
 import aiohttp
 import pytest
-from conftest import StartServer
 from prometheus_client.parser import text_string_to_metric_families
 from simclient import scrape, stream_completion, words
 
+from conftest import StartServer
 from xds_lab.sim.server import SimServer
 
 MIB = 1024 * 1024

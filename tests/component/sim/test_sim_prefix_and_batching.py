@@ -6,9 +6,9 @@ import asyncio
 
 import aiohttp
 import pytest
-from conftest import StartServer
 from simclient import scrape, stream_completion, words
 
+from conftest import StartServer
 from xds_lab.sim.tokens import BLOCK_SIZE
 
 
