@@ -42,7 +42,10 @@ def held_clusters(types: Mapping[str, TypeState], snapshot: Snapshot) -> frozens
     clusters = types.get(urls.CLUSTER)
     if clusters is None:
         return frozenset()
-    gone = clusters.sent.keys() - snapshot.clusters.resources.keys()
+    known = snapshot.clusters.resources.keys()
+    if clusters.sent.keys() <= known:
+        return frozenset()  # nothing dropped, the usual case: no set built
+    gone = clusters.sent.keys() - known
     if not gone or not _routes_known(types):
         return frozenset(gone)
     routes = types.get(urls.ROUTE)

@@ -103,19 +103,28 @@ class AdsStream(XdsStream):
         self, state: TypeState, snapshot: Snapshot, resources: ResourceSet[Message]
     ) -> SentResponse | None:
         # CDS and LDS carry the whole set; a dropped cluster some route still names stays in it.
-        entries = {name: resources.resources[name] for name in sorted(resources.resources)}
+        known = resources.resources
         version = resources.version
+        held: dict[str, PreparedResource[Message]] = {}
         if state.type_url == urls.CLUSTER:
             held = {
                 n: state.acked[n] for n in sorted(self.held_clusters(snapshot) & state.acked.keys())
             }
             if held:
-                entries.update(held)
                 digests = "".join(f"{n}\0{p.digest}\0" for n, p in held.items())
                 version = f"{version}+{hashlib.sha256(digests.encode()).hexdigest()[:8]}"
-        if state.sent_version and {n: p.digest for n, p in entries.items()} == state.sent:
-            return None
+        if state.sent_version and _has(state.sent, known, held):
+            return None  # the usual case on every change: only then build the response
+        entries = {name: known[name] for name in sorted(known)}
+        entries.update(held)  # held clusters are no longer in the snapshot: no name twice
         return SentResponse(version=version, entries=entries, complete=True)
+
+
+def _has(sent: dict[str, str], *parts: Entries) -> bool:
+    # Whether ``sent`` is exactly ``parts`` (disjoint), by digest; builds nothing.
+    if len(sent) != sum(len(part) for part in parts):
+        return False
+    return all(sent.get(name) == p.digest for part in parts for name, p in part.items())
 
 
 def _changes(
