@@ -54,6 +54,12 @@ def unequal(w: dict[str, int]) -> bool:
     return min(w["s0"], w["s1"]) >= max(w["s2"], w["s3"]) + 2 * QUANTUM
 
 
+def signal_ages(metrics: str) -> list[float]:
+    """Every ``xds_control_signal_age_seconds`` value (one per endpoint and signal)."""
+    pattern = r"^xds_control_signal_age_seconds\{[^}]*\} (\S+)$"
+    return [float(v) for v in re.findall(pattern, metrics, re.MULTILINE)]
+
+
 def query_errors(metrics: str) -> float:
     pattern = r'xds_control_signal_queries_total\{[^}]*outcome="error"[^}]*\} (\S+)'
     return sum(float(v) for v in re.findall(pattern, metrics))
@@ -133,6 +139,8 @@ async def test_prometheus_outage_holds_then_decays_and_recovers(tmp_path: Path) 
         assert ages
         assert min(ages) >= HOLD_S - 1.5, ages
         assert query_errors(metrics) > errors_before, metrics
+        assert signal_ages(metrics), metrics
+        assert min(signal_ages(metrics)) >= HOLD_S - 1.5, signal_ages(metrics)
         assert decayed_s >= HOLD_S, decayed_s
     finally:
         await stack.close()
