@@ -1,6 +1,7 @@
 """Request classes read from the body inside a real Envoy, over a simulated fleet: each class
 lands on its pool, `match.model` works with no client header, unreadable bodies take the
-default route, and a prompt prefix keeps to one server without the client hashing it."""
+default route, and a prompt prefix keeps to one server without the client hashing it. A route
+over two pools splits by the engine's pool weights; a retry leaves the server that failed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from e2e.engine_stack import load_in_background
 from e2e.stack import eventually
 from xds_lab.harness.fleet import local_fleet
+from xds_lab.harness.ports import free_port
 from xds_lab.harness.stack import Stack
 from xds_lab.sim.fleet import Fleet, ServerSpec
 
@@ -200,5 +202,59 @@ async def test_a_route_over_two_pools_splits_by_the_engines_pool_weights(tmp_pat
             raise AssertionError("the pool weights never held still for 300 requests")
         expected = split["a"] / (split["a"] + split["b"])
         assert abs(counts["a"] / sum(counts.values()) - expected) < 0.08, (counts, split)
+    finally:
+        await stack.close()
+
+
+KEYS = 100
+
+
+async def test_a_retry_goes_to_another_server_even_under_maglev(tmp_path: Path) -> None:
+    servers = [ServerSpec(name=f"s{i}", profile="vllm-h100") for i in range(3)]
+    stack = Stack(workdir=tmp_path, backends=local_fleet(servers, time_scale=0.05))
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens: every connect there fails
+
+    def config(other_host: bool) -> dict[str, Any]:
+        live = [{"address": address} for address in stack.backends.addresses.values()]
+        endpoints = [*live, {"address": dead}]
+        route = {"name": "all", "pool": "p", "retry": {"other_host": other_host}}
+        return {
+            "pools": [{"name": "p", "endpoints": endpoints}],
+            "listeners": [
+                {
+                    "name": "gateway",
+                    "address": f"127.0.0.1:{stack.listener_port}",
+                    "routes": [route],
+                }
+            ],
+        }
+
+    async def statuses() -> Counter[int]:
+        got: Counter[int] = Counter()
+        async with aiohttp.ClientSession() as session:
+            for key in range(KEYS):
+                headers = {"content-type": "application/json", "x-prefix-hash": f"k{key}"}
+                body = json.dumps(_chat("hi", max_tokens=1))
+                async with session.post(
+                    f"{stack.url}/v1/chat/completions", data=body, headers=headers
+                ) as resp:
+                    await resp.read()
+                    got[resp.status] += 1
+        return got
+
+    try:
+        await stack.start(config(other_host=False))
+        # MAGLEV maps a key to one host, so a plain retry tries the dead server again: the
+        # keys that map to it (a quarter) fail.
+        assert (await statuses())[503] > KEYS // 10
+        stack.write_config(config(other_host=True))
+
+        async def predicate_served() -> bool:
+            dump = json.dumps(await stack.envoy.config_dump())
+            return "previous_hosts" in dump
+
+        await eventually(predicate_served, what="the retry host predicate in Envoy")
+        await asyncio.sleep(0.5)  # the config dump is the main thread's; workers follow
+        assert await statuses() == Counter({200: KEYS})
     finally:
         await stack.close()

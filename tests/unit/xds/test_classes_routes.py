@@ -119,7 +119,7 @@ def test_retries_go_to_another_host_and_idle_timeouts_are_per_route() -> None:
     assert [p.name for p in retry.retry_host_predicate] == [
         "envoy.retry_host_predicates.previous_hosts"
     ]
-    assert retry.host_selection_retry_max_attempts == 5
+    assert retry.host_selection_retry_max_attempts == 10
     assert routes[2].route.idle_timeout.seconds == 30
     assert not routes[0].route.HasField("idle_timeout")
     assert not routes[0].route.HasField("retry_policy")
