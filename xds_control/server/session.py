@@ -8,6 +8,7 @@ take ACKs and NACKs, hold back what must wait (``ordering.py``), and describe it
 from __future__ import annotations
 
 import abc
+import functools
 import itertools
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 import structlog
 from envoy.config.core.v3 import base_pb2
 from google.protobuf.message import Message
+from prometheus_client import Counter
 
 from xds_control.server.metrics import NACKS, REQUESTS, RESPONSES
 from xds_control.server.ordering import held_clusters, warming_clusters
@@ -38,6 +40,13 @@ _WAITS_FOR = {
 }
 """After a request of the key's type, the value's type may have a response that was waiting:
 a dropped cluster waits for route tables, a route table for new clusters' endpoints."""
+
+
+@functools.cache
+def _child(metric: Counter, *labels: str) -> Counter:
+    """``metric.labels(*labels)``, looked up once: responses and ACKs count it per stream and
+    change. Bounded: the labels are short type names (or ``other``) and request kinds."""
+    return metric.labels(*labels)
 
 
 class XdsStream(abc.ABC):
@@ -87,7 +96,7 @@ class XdsStream(abc.ABC):
             state.sent[name] = prepared.digest
         for name in response.removed:
             state.sent.pop(name, None)
-        RESPONSES.labels(type=urls.SHORT_NAMES.get(state.type_url, "other")).inc()
+        _child(RESPONSES, urls.SHORT_NAMES.get(state.type_url, "other")).inc()
         self._log.debug(
             "response",
             type_url=state.type_url,
@@ -100,7 +109,7 @@ class XdsStream(abc.ABC):
 
     def _accept(self, state: TypeState, response: SentResponse) -> None:
         """Envoy ACKed ``response``."""
-        REQUESTS.labels(type=urls.SHORT_NAMES.get(state.type_url, "other"), kind="ack").inc()
+        _child(REQUESTS, urls.SHORT_NAMES.get(state.type_url, "other"), "ack").inc()
         if response.complete:
             state.acked = dict(response.entries)
         else:

@@ -121,10 +121,15 @@ class AdsStream(XdsStream):
 
 
 def _has(sent: dict[str, str], *parts: Entries) -> bool:
-    # Whether ``sent`` is exactly ``parts`` (disjoint), by digest; builds nothing.
-    if len(sent) != sum(len(part) for part in parts):
+    # Whether ``sent`` is exactly ``parts`` (disjoint), by digest; plain loops, so that it
+    # allocates nothing (per stream and change, garbage collections add up).
+    if len(sent) != sum(map(len, parts)):
         return False
-    return all(sent.get(name) == p.digest for part in parts for name, p in part.items())
+    for part in parts:
+        for name, prepared in part.items():
+            if sent.get(name) != prepared.digest:
+                return False
+    return True
 
 
 def _changes(
@@ -158,8 +163,9 @@ def _subscribe(state: TypeState, request: discovery_pb2.DiscoveryRequest) -> Non
     if not state.wildcard:
         # Envoy drops what it no longer asks for: asked again, it is sent again.
         for known in (state.sent, state.acked):
-            for name in known.keys() - names:
-                del known[name]
+            if not known.keys() <= names:  # usually so: Envoy asks for the same names again
+                for name in known.keys() - names:
+                    del known[name]
         state.rejected &= names
 
 
