@@ -8,14 +8,14 @@ import asyncio
 import contextlib
 import time
 
-from xds_lab.harness.ports import free_port
-
 
 class CuttableProxy:
-    """Loopback ``port`` -> loopback ``target``."""
+    """Loopback ``port`` -> loopback ``target``; ``port`` is known once started."""
 
     def __init__(self, *, target: int) -> None:
-        self.port = free_port()
+        self.port = 0
+        """Chosen by the OS at the first ``start`` (a port picked ahead could be taken by a
+        process that binds first); kept across ``cut`` and ``restore``."""
         self.target = target
         self.connections = 0
         """Connections accepted so far (a reconnect shows as one more)."""
@@ -33,6 +33,7 @@ class CuttableProxy:
         self._server = await asyncio.start_server(
             self._accept, "127.0.0.1", self.port, reuse_address=True
         )
+        self.port = self._server.sockets[0].getsockname()[1]
 
     def retarget(self, target: int) -> None:
         """New connections go to ``target``; open ones stay where they are."""

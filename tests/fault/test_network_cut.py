@@ -44,8 +44,9 @@ class Cut:
 
 async def behind_proxy(stack: SimStack, proxy: CuttableProxy, tmp_path: Path) -> EnvoyProcess:
     """Start the stack with an Envoy whose way to the control plane is ``proxy``."""
-    await proxy.start()
+    # The control plane first: its ports are picked ahead, and the proxy's might take one.
     await stack.start(static_config(stack, BEFORE), envoys=0)
+    await proxy.start()
     envoy = EnvoyProcess(workdir=tmp_path, xds_port=proxy.port, node_id="envoy-0")
     stack.envoys.append(envoy)
     await envoy.start()
