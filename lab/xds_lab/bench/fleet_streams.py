@@ -229,6 +229,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
         print(f"  synced {len(nodes)} streams in {result.sync_s:.1f} s", flush=True)
         gc.collect()
         result.rss_synced_mb = rss_mb()
+        if args.gc_freeze:
+            gc.freeze()  # what is alive now (snapshot, stream state) is left out of collections
         for _ in range(args.changes):
             await fleet.change(result)
             await asyncio.sleep(0.2)
@@ -306,6 +308,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--soak-s", type=float, default=120.0, help="seconds of one change per second"
     )
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() after the first sync: how much the garbage collector costs a push",
+    )
     return parser.parse_args(argv)
 
 
