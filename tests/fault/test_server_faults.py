@@ -152,8 +152,12 @@ async def test_killed_server_is_marked_unhealthy_and_ramps_up_when_back(
         # At most: what was in flight on it, and (twice, for Poisson arrivals) its share of what
         # was sent until it was marked.
         assert counts.failed <= lost_bound(load, crash.before, crash.detect_s), counts
-        if retry is not None:  # on another server, what never reached one is not lost
-            assert counts.failed == 0, (counts, envoy_counts)
+        if retry is not None:
+            # Retried on another server, what never reached one is lost only when Envoy's
+            # retry limits refuse the retry (the pool's retry budget: at least 3 in flight).
+            refused = envoy_counts["upstream_rq_retry_overflow"]
+            refused += envoy_counts["upstream_rq_retry_limit_exceeded"]
+            assert counts.failed <= refused, (counts, envoy_counts)
         assert_ramped(crash)
     finally:
         await stack.close()
