@@ -112,12 +112,6 @@ async def test_envoy_serves_through_a_network_cut_and_resyncs_after(tmp_path: Pa
         await proxy.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="xds/bootstrap.py sets retry_back_off on GrpcService.retry_policy; Envoy reads the "
-    "xDS stream's back-off from GrpcService.EnvoyGrpc.retry_policy, so the 5 s cap is ignored "
-    "and Envoy backs off up to its default 30 s (moving the key into envoy_grpc fixes it)",
-)
 async def test_envoy_reconnects_within_the_configured_back_off(tmp_path: Path) -> None:
     stack = fault_stack(tmp_path)
     proxy = CuttableProxy(target=stack.control_plane.xds_port)

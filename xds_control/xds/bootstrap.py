@@ -64,11 +64,15 @@ def build_bootstrap(
                 "set_node_on_first_message_only": True,
                 "grpc_services": [
                     {
-                        "envoy_grpc": {"cluster_name": XDS_CLUSTER},
-                        # Reconnect quickly after a control-plane restart (default max is 30 s).
-                        "retry_policy": {
-                            "retry_back_off": {"base_interval": "0.25s", "max_interval": "5s"}
-                        },
+                        "envoy_grpc": {
+                            "cluster_name": XDS_CLUSTER,
+                            # Reconnect quickly after a control-plane restart or a cut link
+                            # (Envoy's default cap is 30 s). The xDS stream reads its back-off
+                            # here; GrpcService.retry_policy is for other gRPC users.
+                            "retry_policy": {
+                                "retry_back_off": {"base_interval": "0.25s", "max_interval": "5s"}
+                            },
+                        }
                     }
                 ],
             },
