@@ -163,20 +163,15 @@ async def test_killed_server_is_marked_unhealthy_and_ramps_up_when_back(
         await stack.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/warmup.py ramps a restart only when a start time was known before it "
-    "(started_before is not None); a server without process_start_time_seconds (Triton) "
-    "gets its restart reported by the scrape source's counter-reset detection, whose first "
-    "start time has nothing before it, so its first restart is never ramped",
-)
 async def test_restarted_server_without_a_start_time_ramps_up(tmp_path: Path) -> None:
     stack = fault_stack(tmp_path, profiles=["triton-h100"] * 4)
     try:
         config = engine_config(stack, signals=SIGNALS, weights=WEIGHTS)
         config["pools"][0]["engine"] = "triton"
         await stack.start(config)
-        crash = await crash_and_return(stack)
+        # Under load: with no traffic its counters stay at 0 and a restart leaves no trace.
+        async with SteadyLoad(stack.url):
+            crash = await crash_and_return(stack)
         print(f"{VICTIM} before {crash.before[VICTIM]}, after its return {crash.ramp}")
         assert_ramped(crash)
     finally:

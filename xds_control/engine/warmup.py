@@ -53,6 +53,14 @@ def warmup_multiplier(*, warmup_from: float | None, now: float, policy: WeightPo
     return start + (1.0 - start) * max(progress, 0.0)
 
 
+def _started_before(started_at: float | None) -> float:
+    """An endpoint the engine knew without a start time started, as far as it knew, at the
+    epoch: a first start time is then a start, and ramps if it is recent. Servers that export
+    no ``process_start_time_seconds`` (Triton) get one only when the scrape source sees their
+    counters go back, so their first restart would otherwise never ramp."""
+    return 0.0 if started_at is None else started_at
+
+
 @dataclass(frozen=True, slots=True)
 class Ramp:
     """Every endpoint's warm-up this cycle, and what the next cycle needs to continue it."""
@@ -85,7 +93,7 @@ def ramp(inputs: Inputs, *, starting: bool, now: float, policy: WeightPolicy) ->
         start = warmup_start(
             warmup_from=prev.warmup_from if prev is not None else None,
             first_seen_at=or_none(first_seen[row]),
-            started_before=prev.started_at if prev is not None else None,
+            started_before=_started_before(prev.started_at) if prev is not None else None,
             started_now=or_none(started[row]),
             now=now,
         )

@@ -444,3 +444,29 @@ def test_removed_endpoints_are_dropped() -> None:
     decisions = run(POOL, eps, _steady(POOL, eps, NOW))
     later = run(POOL, eps[:1], _steady(POOL, eps, NOW + 1), decisions, now=NOW + 1)
     assert set(later) == {eps[0].address}
+
+
+def test_a_first_start_time_after_a_known_stretch_without_one_triggers_warmup() -> None:
+    # Servers that export no process start time (Triton) get one from the scrape source only
+    # when their counters go back: the first such start is a restart and must ramp.
+    eps = [endpoint(1), endpoint(2)]
+
+    def samples(now: float) -> dict[str, Sample]:
+        return {e.address: sample(e.address, at=now, decode_step_s=0.02) for e in eps}
+
+    decisions = run(POOL, eps, samples(NOW))
+    decisions = run(POOL, eps, samples(NOW + 1), decisions, now=NOW + 1)
+    assert all(d.warmup == 1.0 for d in decisions.values())
+    restarted = samples(NOW + 2)
+    restarted[eps[1].address] = sample(
+        eps[1].address, at=NOW + 2, decode_step_s=0.02, started_at=NOW + 1.5
+    )
+    decisions = run(POOL, eps, restarted, decisions, now=NOW + 2)
+    assert decisions[eps[1].address].warmup < 0.2
+    # A start time long past is no restart worth a ramp.
+    old = samples(NOW + 3)
+    old[eps[0].address] = sample(
+        eps[0].address, at=NOW + 3, decode_step_s=0.02, started_at=NOW - 10_000
+    )
+    decisions = run(POOL, eps, old, decisions, now=NOW + 3)
+    assert decisions[eps[0].address].warmup == 1.0
