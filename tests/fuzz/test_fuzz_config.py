@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from xds_control.config import Config, load_config
 from xds_control.config.load import load_model
 from xds_control.errors import ConfigError
+from xds_lab.fuzz.tokens import CONFIG_TOKENS
 
 pytestmark = pytest.mark.fuzz
 
@@ -30,55 +31,7 @@ pools: [{name: a, endpoints: [{address: 127.0.0.1:8001, weight: 5}]}]
 listeners: [{name: gw, address: 127.0.0.1:10000, routes: [{name: r, pool: a}]}]
 """
 
-# Pieces of YAML syntax and of our schema, so random text reaches past the first token.
-FRAGMENTS = [
-    "pools:",
-    "listeners:",
-    "endpoints:",
-    "routes:",
-    "name: a",
-    "pool: a",
-    "address: ",
-    "127.0.0.1:8001",
-    "0.0.0.0:10000",
-    "weight: ",
-    "- ",
-    "{",
-    "}",
-    "[",
-    "]",
-    ", ",
-    ": ",
-    "\n",
-    "\n  ",
-    "&a ",
-    "*a",
-    "<<: ",
-    "!!binary ",
-    "!!python/object ",
-    "? ",
-    "|",
-    ">",
-    "'",
-    '"',
-    "#",
-    "---\n",
-    "...\n",
-    "%YAML 1.1\n",
-    "2024-13-01",
-    "1e999",
-    "0x1F",
-    "~",
-    "null",
-    "true",
-    ".nan",
-    "-.inf",
-    "\t",
-    "\x00",
-    "\ufeff",
-    "é",
-    "\u2028",
-]
+FRAGMENTS = CONFIG_TOKENS
 yaml_like = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=60).map(
     "".join
 )

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from xds_control.discovery import Endpoint, FileSource, parse_endpoints_file
 from xds_control.errors import DiscoveryError
+from xds_lab.fuzz.tokens import ENDPOINTS_TOKENS
 
 pytestmark = pytest.mark.fuzz
 
@@ -26,41 +27,7 @@ FUZZ = settings(
 SECONDS = 5.0
 SOURCE = "endpoints.yaml"
 
-FRAGMENTS = [
-    "endpoints:",
-    "- ",
-    "address: ",
-    "127.0.0.1:8001",
-    "[::1]:80",
-    "weight: ",
-    "0",
-    "128",
-    "-1",
-    "1e999",
-    "{",
-    "}",
-    "[",
-    "]",
-    ", ",
-    ": ",
-    "\n",
-    "\n  ",
-    "&a ",
-    "*a",
-    "<<: ",
-    "? ",
-    "!!binary ",
-    "!!set ",
-    "2024-13-01",
-    "~",
-    ".nan",
-    "\t",
-    "\x00",
-    "\ufeff",
-    "é",
-    "'",
-    '"',
-]
+FRAGMENTS = ENDPOINTS_TOKENS
 yaml_like = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=60).map(
     "".join
 )

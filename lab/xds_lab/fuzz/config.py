@@ -10,63 +10,14 @@ import tempfile
 from pathlib import Path
 
 from xds_lab.fuzz.engine import fuzz, instrumented
+from xds_lab.fuzz.tokens import CONFIG_TOKENS
 
 with instrumented():
     from xds_control.config import load_config
     from xds_control.errors import ConfigError
 
-__all__ = ["TOKENS", "check"]
+__all__ = ["check"]
 
-TOKENS = [
-    "pools:",
-    "listeners:",
-    "endpoints:",
-    "routes:",
-    "name: ",
-    "pool: ",
-    "address: ",
-    "127.0.0.1:8001",
-    "0.0.0.0:10000",
-    "[::1]:80",
-    "weight: ",
-    "engine: vllm",
-    "signals:",
-    "prometheus_url: ",
-    "endpoints_file: ",
-    "match:",
-    "prefix: /",
-    "lb:",
-    "policy: maglev",
-    "- ",
-    "{",
-    "}",
-    "[",
-    "]",
-    ", ",
-    ": ",
-    "\n",
-    "\n  ",
-    "&a ",
-    "*a",
-    "<<: ",
-    "!!binary ",
-    "!!python/object ",
-    "? ",
-    "|",
-    ">",
-    "'",
-    '"',
-    "#",
-    "---\n",
-    "%YAML 1.1\n",
-    "2024-13-01",
-    "1e999",
-    "0x1F",
-    "~",
-    ".nan",
-    "\t",
-    "\ufeff",
-]
 
 _FILE = Path(tempfile.mkdtemp(prefix="xds-fuzz-config-")) / "config.yaml"
 
@@ -82,4 +33,4 @@ def check(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    fuzz(check, tokens=TOKENS)
+    fuzz(check, tokens=CONFIG_TOKENS)

@@ -11,48 +11,14 @@ import tempfile
 from pathlib import Path
 
 from xds_lab.fuzz.engine import fuzz, instrumented
+from xds_lab.fuzz.tokens import ENDPOINTS_TOKENS
 
 with instrumented():
     from xds_control.discovery import FileSource
     from xds_control.errors import DiscoveryError
 
-__all__ = ["TOKENS", "check"]
+__all__ = ["check"]
 
-TOKENS = [
-    "endpoints:",
-    "- ",
-    "address: ",
-    "127.0.0.1:8001",
-    "[::1]:80",
-    "10.0.0.1:8000",
-    "weight: ",
-    "batch_slots: ",
-    "0",
-    "128",
-    "-1",
-    "1e999",
-    "{",
-    "}",
-    "[",
-    "]",
-    ", ",
-    ": ",
-    "\n",
-    "\n  ",
-    "&a ",
-    "*a",
-    "<<: ",
-    "? ",
-    "!!binary ",
-    "!!set ",
-    "2024-13-01",
-    "~",
-    ".nan",
-    "\t",
-    "'",
-    '"',
-    "\ufeff",
-]
 
 _FILE = Path(tempfile.mkdtemp(prefix="xds-fuzz-endpoints-")) / "endpoints.yaml"
 _LOOP = asyncio.new_event_loop()  # one for the run: a loop per input would be most of the cost
@@ -69,4 +35,4 @@ def check(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    fuzz(check, tokens=TOKENS)
+    fuzz(check, tokens=ENDPOINTS_TOKENS)
