@@ -1,4 +1,5 @@
-"""proxy-status's verdict per type, as istioctl words it, from one stream's type state."""
+"""proxy-status's verdict per type, as istioctl words it, from one stream's type state: the
+rule the admin API applies (``/v1/streams`` carries it), and the rows xdsctl prints from it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from xds_control.cli.xdsctl.proxy_status import rows, sync_status
+from xds_control.admin.sync import sync_status
+from xds_control.cli.xdsctl.proxy_status import rows
 
 
 def state(*, sent: str, acked: str = "", nacked: str = "") -> dict[str, Any]:
@@ -41,17 +43,16 @@ def test_rows_compare_each_type_with_what_is_served() -> None:
             {"type": "RDS", "version": "r1"},
         ]
     }
-    streams = [
-        {
-            "node_id": "envoy-a",
-            "node_cluster": "edge",
-            "types": [
-                {"type": "CDS", **state(sent="c1", acked="c1")},
-                {"type": "EDS", **state(sent="e2", acked="e1")},
-            ],
-        }
+    served = {t["type"]: t["version"] for t in snapshot["types"]}
+    types = [
+        {"type": "CDS", **state(sent="c1", acked="c1")},
+        {"type": "EDS", **state(sent="e2", acked="e1")},
     ]
-    assert rows(streams, snapshot) == [
+    # As /v1/streams gives them: each type judged against what the stream's group is served.
+    for t in types:
+        t["sync"] = sync_status(t, served=served[t["type"]])
+    streams = [{"node_id": "envoy-a", "node_cluster": "edge", "types": types}]
+    assert rows(streams) == [
         {
             "name": "envoy-a",
             "cluster": "edge",

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from xds_control.cli.xdsctl.status import TYPES, command, rows, sync_status
+from xds_control.cli.xdsctl.status import TYPES, command, rows
 
-__all__ = ["TYPES", "command", "rows", "sync_status"]
+__all__ = ["TYPES", "command", "rows"]

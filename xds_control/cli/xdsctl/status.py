@@ -7,19 +7,18 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from xds_control.admin.sync import sync_status
 from xds_control.cli.app import OutputFormat
 from xds_control.cli.xdsctl.context import XdsctlApp
 
-__all__ = ["TYPES", "command", "rows", "sync_status"]
+__all__ = ["TYPES", "command", "rows"]
 
 TYPES = ("CDS", "LDS", "EDS", "RDS")
 
 
-def rows(streams: list[dict[str, Any]], snapshot: dict[str, Any]) -> list[dict[str, str]]:
-    """One row per connected Envoy: per type SYNCED, STALE, NACKED or NOT SENT against
-    ``snapshot`` (what is served), and the NACK texts."""
-    served = {t["type"]: t["version"] for t in snapshot["types"]}
+def rows(streams: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """One row per connected Envoy: per type SYNCED, STALE, NACKED or NOT SENT (the server
+    judges each stream against what its group is served, in ``/v1/streams``), and the NACK
+    texts."""
     out = []
     for stream in streams:
         states = {t["type"]: t for t in stream["types"]}
@@ -30,7 +29,7 @@ def rows(streams: list[dict[str, Any]], snapshot: dict[str, Any]) -> list[dict[s
         }
         errors = []
         for short in TYPES:
-            row[short] = sync_status(states.get(short), served=served.get(short, ""))
+            row[short] = states[short]["sync"] if short in states else "NOT SENT"
             if row[short] == "NACKED":
                 errors.append(f"{short}: {states[short]['last_error']}")
         row["nack"] = "; ".join(errors)
@@ -42,12 +41,7 @@ def command(ctx: typer.Context) -> None:
     """One row per connected Envoy: is each xDS type SYNCED, STALE, NACKED or NOT SENT, and
     what Envoy said when it refused one."""
     app: XdsctlApp = ctx.obj
-    streams = app.client.get("/v1/streams")
-    data: list[dict[str, str]] = []
-    for group in sorted({s.get("group", "") for s in streams}):
-        snapshot = app.client.get("/v1/snapshot", **({"group": group} if group else {}))
-        data += rows([s for s in streams if s.get("group", "") == group], snapshot)
-    data.sort(key=lambda r: r["name"])
+    data = sorted(rows(app.client.get("/v1/streams")), key=lambda r: r["name"])
     if app.output is not OutputFormat.TABLE:
         app.print_data(data)
         return
