@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from xds_control.config.strict import StrictModel
 
 __all__ = ["ENVOY_BUFFER_LIMIT", "Classify", "TokenRange"]
 
@@ -24,11 +26,7 @@ HeaderName = Annotated[
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TokenRange(_Model):
+class TokenRange(StrictModel):
     """A range of token counts, ``min`` inclusive, ``max`` exclusive (Envoy's range match)."""
 
     min: int = Field(default=0, ge=0, description="Smallest count that matches.")
@@ -43,7 +41,7 @@ class TokenRange(_Model):
         return self
 
 
-class Classify(_Model):
+class Classify(StrictModel):
     """The body-reading filter in front of a listener's router (Lua, run by Envoy).
 
     It sets each header only when the request does not carry it already, and reads no body at

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from xds_control.config.model import Listener
+from xds_control.config.model import NAME_PATTERN, Listener
+from xds_control.config.strict import StrictModel
 
 __all__ = ["DEFAULT_GROUP", "DefaultGroup", "NodeGroup", "NodeMatch", "UnknownNodes"]
 
@@ -23,17 +24,13 @@ DEFAULT_GROUP = "default"
 GroupName = Annotated[
     str,
     Field(
-        pattern=r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$",
+        pattern=NAME_PATTERN,
         description="Lower-case letters, digits, '.', '_' and '-'.",
     ),
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NodeMatch(_Model):
+class NodeMatch(StrictModel):
     """Which Envoys belong to a group: every condition given must hold; none given matches
     every node (a catch-all, useful last)."""
 
@@ -56,7 +53,7 @@ class NodeMatch(_Model):
     )
 
 
-class NodeGroup(_Model):
+class NodeGroup(StrictModel):
     """What one kind of Envoy gets. A group's pools are the ones it lists plus every pool its
     listeners' routes send to (added by themselves: a route to a pool the Envoy lacks would
     answer 503, so listing them again would only be a way to get it wrong)."""
@@ -88,7 +85,7 @@ class NodeGroup(_Model):
         return frozenset(self.pools) | routed
 
 
-class DefaultGroup(_Model):
+class DefaultGroup(StrictModel):
     """Unknown nodes get this group's resources."""
 
     group: GroupName = Field(description="A group from `node_groups`.")

@@ -10,11 +10,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from xds_control.config.address import IpPort
 from xds_control.config.classes import Classify, TokenRange
 from xds_control.config.regex import re2_error
+from xds_control.config.strict import StrictModel
 from xds_control.config.weights import WeightPolicy
 
 __all__ = [
@@ -34,19 +35,16 @@ __all__ = [
     "RouteMatch",
 ]
 
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
+"""What a name may be: it becomes an Envoy resource name (or a node group's name)."""
+
 Name = Annotated[
     str,
     Field(
-        pattern=r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$",
+        pattern=NAME_PATTERN,
         description="Lower-case letters, digits, '.', '_' and '-' (it becomes an Envoy name).",
     ),
 ]
-
-
-class Model(BaseModel):
-    """Strict, immutable config node: unknown keys are errors, not silently ignored."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Engine(StrEnum):
@@ -66,7 +64,7 @@ class LbPolicy(StrEnum):
     ROUND_ROBIN = "round_robin"
 
 
-class EndpointConfig(Model):
+class EndpointConfig(StrictModel):
     """One inference server."""
 
     address: IpPort = Field(description="IP:PORT of the server; EDS endpoints must be IPs.")
@@ -90,7 +88,7 @@ def _is_prime(n: int) -> bool:
     return n > 1 and all(n % d for d in range(2, int(n**0.5) + 1))
 
 
-class LoadBalancing(Model):
+class LoadBalancing(StrictModel):
     """How Envoy spreads a pool's requests over its endpoints."""
 
     policy: LbPolicy = Field(
@@ -135,7 +133,7 @@ class LoadBalancing(Model):
         return value
 
 
-class CircuitBreakers(Model):
+class CircuitBreakers(StrictModel):
     """Envoy's per-pool limits; defaults are Envoy's own, which suit most fleets."""
 
     max_connections: int = Field(default=1024, ge=1, description="Upstream connections.")
@@ -160,7 +158,7 @@ class CircuitBreakers(Model):
     )
 
 
-class OutlierDetection(Model):
+class OutlierDetection(StrictModel):
     """Passive health checking: Envoy ejects a server that keeps failing."""
 
     consecutive_5xx: int = Field(default=5, ge=1, description="5xx in a row before ejection.")
@@ -173,7 +171,7 @@ class OutlierDetection(Model):
     )
 
 
-class Pool(Model):
+class Pool(StrictModel):
     """A pool of inference servers: one Envoy cluster."""
 
     name: Name
@@ -217,7 +215,7 @@ class Pool(Model):
         return self
 
 
-class HeaderMatch(Model):
+class HeaderMatch(StrictModel):
     """Match a request header; exactly one of exact, prefix, regex, present."""
 
     name: str = Field(min_length=1, description="Header name (case-insensitive).")
@@ -244,7 +242,7 @@ class HeaderMatch(Model):
         return self
 
 
-class RouteMatch(Model):
+class RouteMatch(StrictModel):
     """What a request must look like to take a route."""
 
     prefix: str = Field(default="/", pattern=r"^/", description="Path prefix.")
@@ -280,7 +278,7 @@ class RouteMatch(Model):
         )
 
 
-class HashKey(Model):
+class HashKey(StrictModel):
     """One source of the consistent-hash key; a route lists them as a fallback chain."""
 
     header: str | None = Field(default=None, description="Hash on this header's value.")
@@ -293,7 +291,7 @@ class HashKey(Model):
         return self
 
 
-class RetryPolicy(Model):
+class RetryPolicy(StrictModel):
     """Envoy retries; generative requests are expensive, so retry only what never started."""
 
     retry_on: str = Field(
@@ -309,7 +307,7 @@ class RetryPolicy(Model):
     )
 
 
-class PoolShare(Model):
+class PoolShare(StrictModel):
     """One pool of a route over several, with its static share."""
 
     name: str = Field(description="Name of the pool.")
@@ -325,7 +323,7 @@ class PoolShare(Model):
 DEFAULT_HASH_POLICY = (HashKey(header="x-session-id"), HashKey(header="x-prefix-hash"))
 
 
-class Route(Model):
+class Route(StrictModel):
     """Send matching requests to a pool."""
 
     name: Name
@@ -378,7 +376,7 @@ class Route(Model):
         return (self.pool,) if self.pool is not None else tuple(s.name for s in self.pools)
 
 
-class Listener(Model):
+class Listener(StrictModel):
     """An Envoy listener with its route table."""
 
     name: Name

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from xds_control.config.strict import StrictModel
 
 __all__ = ["RestartConfig"]
 
 
-class RestartConfig(BaseModel):
+class RestartConfig(StrictModel):
     """How a restarted control plane avoids publishing weights its engine has not computed."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     state_file: Path | None = Field(
         default=None,

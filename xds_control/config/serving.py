@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from xds_control.config.address import parse_host_port
+from xds_control.config.strict import StrictModel
 
 __all__ = ["UNIX_SCHEME", "GrpcConfig", "TlsConfig", "XdsAddress", "parse_xds_address"]
 
@@ -35,10 +36,8 @@ XdsAddress = Annotated[str, AfterValidator(_check)]
 """``IP:PORT`` or ``unix:///absolute/path``."""
 
 
-class TlsConfig(BaseModel):
+class TlsConfig(StrictModel):
     """TLS on the TCP xDS port; with ``client_ca_file``, mutual TLS."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     cert_file: Path = Field(description="The server's certificate chain (PEM).")
     key_file: Path = Field(description="The server's private key (PEM).")
@@ -63,10 +62,8 @@ class TlsConfig(BaseModel):
         return self
 
 
-class GrpcConfig(BaseModel):
+class GrpcConfig(StrictModel):
     """Limits and keepalive of the xDS gRPC server."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_concurrent_streams: int = Field(
         default=10_000,

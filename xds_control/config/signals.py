@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from xds_control.config.model import Engine
+from xds_control.config.strict import StrictModel
 
 __all__ = ["EndpointMapping", "ScrapeConfig", "SignalsConfig"]
 
 _DURATION = r"^[1-9][0-9]*(ms|s|m|h)$"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class EndpointMapping(_Model):
+class EndpointMapping(StrictModel):
     """Which series label names the endpoint, optionally rewritten to ``IP:PORT``."""
 
     label: str = Field(
@@ -50,7 +47,7 @@ class EndpointMapping(_Model):
         return value
 
 
-class ScrapeConfig(_Model):
+class ScrapeConfig(StrictModel):
     """The direct-scrape fast path: each endpoint's own /metrics, sub-second."""
 
     enabled: bool = Field(
@@ -82,7 +79,7 @@ class ScrapeConfig(_Model):
     )
 
 
-class SignalsConfig(_Model):
+class SignalsConfig(StrictModel):
     """Where per-endpoint signals come from."""
 
     prometheus_url: str | None = Field(

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from xds_control.config.strict import StrictModel
 
 __all__ = ["WatchConfig"]
 
 
-class WatchConfig(BaseModel):
+class WatchConfig(StrictModel):
     """File events wake the control loop; a burst of them (an editor's save, a ConfigMap swap,
     a script rewriting endpoints) becomes one push."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = Field(
         default=True,

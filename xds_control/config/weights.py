@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from xds_control.config.strict import StrictModel
 
 __all__ = ["EngineBaseWeights", "HealthPolicy", "WeightPolicy"]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class EngineBaseWeights(_Model):
+class EngineBaseWeights(StrictModel):
     """A prior per engine, multiplied into every weight (seed 2.4 of the product brief)."""
 
     vllm: float = Field(
@@ -47,7 +45,7 @@ class EngineBaseWeights(_Model):
         return value
 
 
-class HealthPolicy(_Model):
+class HealthPolicy(StrictModel):
     """When an endpoint leaves load balancing: it is marked, never given weight 0."""
 
     unhealthy_after_failures: int = Field(
@@ -77,7 +75,7 @@ class HealthPolicy(_Model):
         return self
 
 
-class WeightPolicy(_Model):
+class WeightPolicy(StrictModel):
     """How one pool turns signals into endpoint weights (1..100)."""
 
     capacity_exponent: float = Field(
