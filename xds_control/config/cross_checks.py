@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from xds_control.config.devices import single_device_problem
 from xds_control.config.group_checks import check_groups
 from xds_control.config.root import Config
 
@@ -45,4 +46,9 @@ def check_references(config: Config) -> list[tuple[str, str]]:
                     problems.append(
                         (f"{base}[{j}].pools[{k}].name", f"no pool named {share.name!r} ({known})")
                     )
+    for i, pool in enumerate(config.pools):
+        devices = ((e.address, e.device) for e in pool.endpoints)
+        problem = single_device_problem(pool=pool.name, endpoints=devices)
+        if pool.single_device and pool.endpoints and problem is not None:
+            problems.append((f"pools[{i}].endpoints", problem))
     return problems + check_groups(config)

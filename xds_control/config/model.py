@@ -13,7 +13,9 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from xds_control.config.address import IpPort
+from xds_control.config.autoscale import AutoscalePolicy
 from xds_control.config.classes import Classify, TokenRange
+from xds_control.config.devices import Device
 from xds_control.config.regex import re2_error
 from xds_control.config.strict import StrictModel
 from xds_control.config.weights import WeightPolicy
@@ -81,6 +83,10 @@ class EndpointConfig(StrictModel):
         description="The server's batch slots (vLLM and SGLang --max-num-seqs) for the weight "
         "engine's capacity estimate when the server does not export them (vLLM does not); "
         "unset: the pool's weights.max_num_seqs.",
+    )
+    device: Device | None = Field(
+        default=None,
+        description="The GPU / MIG slice the server runs on; required in a single_device pool.",
     )
 
 
@@ -206,6 +212,15 @@ class Pool(StrictModel):
     weights: WeightPolicy = Field(
         default_factory=WeightPolicy,
         description="How the weight engine turns this pool's signals into endpoint weights.",
+    )
+    autoscale: AutoscalePolicy = Field(
+        default_factory=AutoscalePolicy,
+        description="The replica recommendation exported for an HPA; off by default.",
+    )
+    single_device: bool = Field(
+        default=False,
+        description="All endpoints must be MIG slices of one GPU (same device.gpu_uuid); "
+        "others are refused.",
     )
 
     @model_validator(mode="after")

@@ -35,6 +35,7 @@ from xds_control.discovery import (
     StaticSource,
     file_stamp,
 )
+from xds_control.discovery.devices import SingleDeviceSource
 from xds_control.errors import ConfigError, DiscoveryError
 from xds_control.tasks import guarded_task
 
@@ -61,7 +62,8 @@ def _stamp(path: Path) -> FileStamp | None:
 def endpoint_source(pool: Pool, *, base: Path) -> EndpointSource:
     """The source of ``pool``'s endpoints; relative files are read from ``base``."""
     path = _endpoints_path(pool, base=base)
-    return StaticSource(pool.endpoints) if path is None else FileSource(path)
+    source: EndpointSource = StaticSource(pool.endpoints) if path is None else FileSource(path)
+    return SingleDeviceSource(source, pool=pool.name) if pool.single_device else source
 
 
 def _endpoints_path(pool: Pool, *, base: Path) -> Path | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xds_control.config.devices import Device
+
 __all__ = ["Endpoint"]
 
 
@@ -19,3 +21,5 @@ class Endpoint:
     """Static weight from config (1..100): the weight until the engine decides otherwise."""
     batch_slots: int | None = None
     """Batch slots from config, for servers that do not export them; ``None``: the pool's."""
+    device: Device | None = None
+    """The GPU / MIG slice it runs on, when discovery knows it (single-device pools need it)."""

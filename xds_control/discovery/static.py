@@ -22,6 +22,7 @@ def to_endpoints(configs: Iterable[EndpointConfig]) -> tuple[Endpoint, ...]:
                 port=port,
                 weight=item.weight,
                 batch_slots=item.batch_slots,
+                device=item.device,
             )
         )
     return tuple(out)
