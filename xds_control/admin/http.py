@@ -14,6 +14,7 @@ from xds_control.admin.auth import grpc_interceptor, http_middleware, is_loopbac
 from xds_control.admin.events import EventLog
 from xds_control.admin.exporter import refresh
 from xds_control.admin.grpc_api import AdminServicer
+from xds_control.admin.limits import limits_view
 from xds_control.admin.recorder import Recorder
 from xds_control.admin.sync import streams_view
 from xds_control.admin.v1 import admin_pb2_grpc
@@ -21,6 +22,7 @@ from xds_control.admin.views import endpoints_view, snapshot_view, status_view, 
 from xds_control.cache import SnapshotCache, group_names
 from xds_control.config import parse_host_port
 from xds_control.control import EngineView, LoopState
+from xds_control.control.limiter import Limiter
 from xds_control.control.metrics import EVENT_LOOP_TASKS
 from xds_control.errors import ServeError
 from xds_control.server import StreamRegistry
@@ -44,11 +46,13 @@ class AdminServer:
         failure: Callable[[], str | None] | None = None,
         grpc_address: str | None = None,
         token: str | None = None,
+        limiter: Limiter | None = None,
     ) -> None:
         """``failure`` says why the process is not ready although it serves a snapshot (a
         critical task died; the process is about to exit), or ``None``."""
         self._address = parse_host_port(address)
         self._engine = engine
+        self._limiter = limiter
         self._failure = failure
         self._state = state
         self._cache = cache
@@ -79,6 +83,7 @@ class AdminServer:
                 web.get("/v1/snapshot", self._snapshot),
                 web.get("/v1/endpoints", self._endpoints),
                 web.get("/v1/weights", self._weights),
+                web.get("/v1/limits", self._limits),
                 web.get("/v1/events", self._events),
             ]
         )
@@ -180,3 +185,6 @@ class AdminServer:
         return web.json_response(
             weights_view(self._engine() if self._engine else None, snapshot, explain=explain)
         )
+
+    async def _limits(self, request: web.Request) -> web.Response:
+        return web.json_response(limits_view(self._limiter))

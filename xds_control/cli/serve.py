@@ -20,6 +20,7 @@ from xds_control.cli.validate import EXIT_INVALID, ConfigOption
 from xds_control.config import Config, load_config, parse_host_port
 from xds_control.config.serving import parse_xds_address
 from xds_control.control import ControlLoop, Weigher
+from xds_control.control.limiter import Limiter
 from xds_control.errors import ConfigError, ServeError
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.tasks import guarded_task
@@ -47,12 +48,21 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
     )
     client = aiohttp.ClientSession()
     weigher = Weigher.from_config(client=client, signals=config.signals)
+    limiter = Limiter()
+    limiter.configure(client=client, config=config)
+
+    def on_signals_change(new: Config) -> None:
+        weigher.configure(client=client, signals=new.signals)
+        limiter.configure(client=client, config=new)
+
     loop = ControlLoop(
         config=config,
         config_path=config_path,
         cache=cache,
         weigher=weigher,
-        on_signals_change=lambda new: weigher.configure(client=client, signals=new.signals),
+        on_signals_change=on_signals_change,
+        limiter=limiter,
+        envoys=lambda: envoys_by_group(registry),
     )
     stop = asyncio.Event()
     crashed: list[str] = []
@@ -70,6 +80,7 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         failure=lambda: crashed[0] if crashed else None,
         grpc_address=config.admin_grpc_address,
         token=load_token(config.admin_token_file),
+        limiter=limiter,
     )
     tasks: list[asyncio.Task[object]] = []
     try:
@@ -101,6 +112,16 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         await admin.stop()
         await client.close()
     return EXIT_CRASHED if crashed else 0
+
+
+def envoys_by_group(registry: StreamRegistry) -> dict[str, int]:
+    """Node group -> distinct Envoys (node ids) with a stream open in it: the Envoys that
+    share the group's fleet-wide budgets."""
+    nodes: dict[str, set[str]] = {}
+    for stream in registry.streams():
+        if stream.node is not None and stream.group:
+            nodes.setdefault(stream.group, set()).add(stream.node.id)
+    return {group: len(ids) for group, ids in nodes.items()}
 
 
 async def _first_of(*events: asyncio.Event) -> asyncio.Event:

@@ -3,6 +3,13 @@
 from xds_control.config.address import HostPort, parse_host_port
 from xds_control.config.classes import Classify, TokenRange
 from xds_control.config.groups import DEFAULT_GROUP, DefaultGroup, NodeGroup, NodeMatch
+from xds_control.config.limits import (
+    AdaptPolicy,
+    ClassBudget,
+    HighPriorityBreakers,
+    Limits,
+    PriorityClass,
+)
 from xds_control.config.load import load_config, parse_config
 from xds_control.config.model import (
     CircuitBreakers,
@@ -28,7 +35,9 @@ from xds_control.config.weights import EngineBaseWeights, HealthPolicy, WeightPo
 __all__ = [
     "DEFAULT_GROUP",
     "ENV_PREFIX",
+    "AdaptPolicy",
     "CircuitBreakers",
+    "ClassBudget",
     "Classify",
     "Config",
     "DefaultGroup",
@@ -39,8 +48,10 @@ __all__ = [
     "HashKey",
     "HeaderMatch",
     "HealthPolicy",
+    "HighPriorityBreakers",
     "HostPort",
     "LbPolicy",
+    "Limits",
     "Listener",
     "LoadBalancing",
     "NodeGroup",
@@ -48,6 +59,7 @@ __all__ = [
     "OutlierDetection",
     "Pool",
     "PoolShare",
+    "PriorityClass",
     "RestartConfig",
     "RetryPolicy",
     "Route",

@@ -16,6 +16,7 @@ from xds_control.config.address import IpPort
 from xds_control.config.autoscale import AutoscalePolicy
 from xds_control.config.classes import Classify, TokenRange
 from xds_control.config.devices import Device
+from xds_control.config.limits import Limits, PriorityClass
 from xds_control.config.regex import re2_error
 from xds_control.config.strict import StrictModel
 from xds_control.config.weights import WeightPolicy
@@ -371,6 +372,11 @@ class Route(StrictModel):
         description="Unset: no retries. Set (e.g. `{}`): retries on another server of what "
         "never reached one.",
     )
+    priority: PriorityClass | None = Field(
+        default=None,
+        description="Priority class of this route's requests that name none in the listener's "
+        "`limits.header`; unset: `limits.default`. Ignored without `limits`.",
+    )
     hash_policy: tuple[HashKey, ...] = Field(
         default=DEFAULT_HASH_POLICY,
         description="Hash key sources tried in order; the first present one wins. With none "
@@ -402,6 +408,12 @@ class Listener(StrictModel):
         description="Read each request's JSON body inside Envoy and set headers that routes "
         "match (model, prompt tokens, max_tokens, stream, keywords) and MAGLEV hashes (prefix "
         "hash). Unset: no body is read; `match.model` then needs the client's header.",
+    )
+    limits: Limits | None = Field(
+        default=None,
+        description="Priority classes (critical, high, medium) and their admission budgets, "
+        "enforced by Envoy's local rate limit per route and adapted to the measured P99 "
+        "(docs/limits.md). Unset: no classes, no limits.",
     )
     stream_idle_timeout_s: float = Field(
         default=300.0,

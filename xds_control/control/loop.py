@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -15,6 +15,7 @@ import structlog
 
 from xds_control.cache import NodeRouting, SnapshotCache
 from xds_control.config import Config, Pool, load_config
+from xds_control.control.limiter import GroupBudgets, Limiter
 from xds_control.control.metrics import (
     CONFIG_RELOADS,
     DISCOVERY_ERRORS,
@@ -110,9 +111,14 @@ class ControlLoop:
         cache: SnapshotCache,
         weigher: Weigher | None = None,
         on_signals_change: Callable[[Config], None] | None = None,
+        limiter: Limiter | None = None,
+        envoys: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.state = LoopState(config=config, config_path=config_path)
         self.weigher = weigher
+        self.limiter = limiter
+        self._envoys = envoys
+        """Node group -> Envoys connected in it: each enforces its share of a budget."""
         self._warm = WarmStart(weigher=weigher, config_path=config_path) if weigher else None
         self._on_signals_change = on_signals_change
         self._cache = cache
@@ -120,7 +126,7 @@ class ControlLoop:
         self._sources = self._make_sources(config)
         self.published = asyncio.Event()
         self._last_inputs: (
-            tuple[Config, dict[str, tuple[Endpoint, ...]], dict[str, Any], Any] | None
+            tuple[Config, dict[str, tuple[Endpoint, ...]], dict[str, Any], Any, Any] | None
         ) = None
         self._last_weights: dict[str, EndpointWeight] | None = None
         self._woken = asyncio.Event()
@@ -174,6 +180,12 @@ class ControlLoop:
         await self._phase("config", self._reload_config)
         await self._phase("endpoints", self._fetch_endpoints)
         decided = await self._phase("weights", self._weights) if decide else _FAILED
+        if decide and self.limiter is not None:
+            limiter, state = self.limiter, self.state
+            await self._phase(
+                "limits",
+                lambda: limiter.cycle_once(config=state.config, endpoints=state.endpoints),
+            )
         # A failed engine cycle (or none, on a file event) publishes config and endpoint changes
         # with the last weights.
         weights = self._last_weights if isinstance(decided, _Failed) else decided
@@ -212,12 +224,21 @@ class ControlLoop:
     async def _publish(self, weights: dict[str, EndpointWeight]) -> None:
         state = self.state
         pools = self.weigher.pool_weights(state.config) if self.weigher is not None else {}
-        inputs = (state.config, dict(state.endpoints), weights, pools)
+        budgets: GroupBudgets = (
+            self.limiter.budgets(state.config, envoys=self._envoys())
+            if self.limiter is not None
+            else {}
+        )
+        inputs = (state.config, dict(state.endpoints), weights, pools, budgets)
         if inputs == self._last_inputs:
             return  # same config, endpoints and weights: the same snapshot, not worth building
         # A SnapshotError (inconsistent snapshot) is this phase's error: the last one stays.
         snapshots = reconcile_groups(
-            config=state.config, endpoints=state.endpoints, weights=weights, pool_weights=pools
+            config=state.config,
+            endpoints=state.endpoints,
+            weights=weights,
+            pool_weights=pools,
+            budgets=budgets,
         )
         self._last_inputs = inputs
         self._last_weights = weights

@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from xds_control.config import DEFAULT_GROUP, Config, NodeGroup
+from xds_control.config import DEFAULT_GROUP, Config, HighPriorityBreakers, NodeGroup, Pool
 from xds_control.discovery import Endpoint, Health
 from xds_control.xds import (
     Snapshot,
@@ -18,6 +18,7 @@ from xds_control.xds import (
     build_route_configuration,
     build_snapshot,
 )
+from xds_control.xds.routes import Budgets
 
 __all__ = [
     "EndpointWeight",
@@ -43,11 +44,13 @@ def reconcile_once(
     endpoints: Mapping[str, tuple[Endpoint, ...]],
     weights: Mapping[str, EndpointWeight],
     pool_weights: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
+    budgets: Mapping[str, Budgets] | None = None,
 ) -> Snapshot:
     """The snapshot for ``config`` with each pool's ``endpoints`` (by pool name); an address
     missing from ``weights`` gets its static weight, healthy. ``pool_weights`` (listener ->
     route -> pool -> weight) splits routes over several pools; without: their static
-    weights."""
+    weights. ``budgets`` (listener -> route -> class -> bucket): the rate limits of
+    listeners with ``limits``."""
     assignments = []
     for pool in config.pools:
         weighted = []
@@ -63,7 +66,9 @@ def reconcile_once(
             )
         assignments.append(build_load_assignment(cluster=pool.name, endpoints=weighted))
     return build_snapshot(
-        clusters=[build_cluster(pool) for pool in config.pools],
+        clusters=[
+            build_cluster(pool, high_priority=_high_priority(config, pool)) for pool in config.pools
+        ],
         load_assignments=assignments,
         listeners=[
             build_listener(listener, model_header=config.model_header)
@@ -74,10 +79,22 @@ def reconcile_once(
                 listener,
                 model_header=config.model_header,
                 pool_weights=(pool_weights or {}).get(listener.name),
+                budgets=(budgets or {}).get(listener.name),
             )
             for listener in config.listeners
         ],
     )
+
+
+def _high_priority(config: Config, pool: Pool) -> HighPriorityBreakers | None:
+    """The HIGH-priority breakers of the first listener with priority classes that routes to
+    ``pool``."""
+    for listener in config.listeners:
+        if listener.limits is None:
+            continue
+        if any(pool.name in route.pool_names() for route in listener.routes):
+            return listener.limits.high_priority_breakers
+    return None
 
 
 def group_config(config: Config, group: NodeGroup) -> Config:
@@ -101,13 +118,20 @@ def reconcile_groups(
     endpoints: Mapping[str, tuple[Endpoint, ...]],
     weights: Mapping[str, EndpointWeight],
     pool_weights: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
+    budgets: Mapping[str, Mapping[str, Budgets]] | None = None,
 ) -> dict[str, Snapshot]:
     """Group name -> its snapshot, each consistent by itself. Without ``node_groups`` one
-    group, ``DEFAULT_GROUP``, with exactly ``reconcile_once``'s snapshot (same version)."""
+    group, ``DEFAULT_GROUP``, with exactly ``reconcile_once``'s snapshot (same version).
+    ``budgets`` are per group: each group's Envoys enforce their own share."""
+    by_group = budgets or {}
     if not config.node_groups:
         return {
             DEFAULT_GROUP: reconcile_once(
-                config=config, endpoints=endpoints, weights=weights, pool_weights=pool_weights
+                config=config,
+                endpoints=endpoints,
+                weights=weights,
+                pool_weights=pool_weights,
+                budgets=by_group.get(DEFAULT_GROUP),
             )
         }
     return {
@@ -116,6 +140,7 @@ def reconcile_groups(
             endpoints=endpoints,
             weights=weights,
             pool_weights=pool_weights,
+            budgets=by_group.get(group.name),
         )
         for group in config.node_groups
     }

@@ -7,7 +7,7 @@ from envoy.config.core.v3 import base_pb2, config_source_pb2, protocol_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from google.protobuf import wrappers_pb2
 
-from xds_control.config import LbPolicy, Pool
+from xds_control.config import HighPriorityBreakers, LbPolicy, Pool
 from xds_control.xds.durations import duration, pack, u32
 
 __all__ = ["HTTP_PROTOCOL_OPTIONS", "ads_config_source", "build_cluster"]
@@ -32,7 +32,9 @@ def _protocol_options(pool: Pool) -> http_protocol_options_pb2.HttpProtocolOptio
     return http_protocol_options_pb2.HttpProtocolOptions(explicit_http_config=config)
 
 
-def _circuit_breakers(pool: Pool) -> circuit_breaker_pb2.CircuitBreakers:
+def _circuit_breakers(
+    pool: Pool, high: HighPriorityBreakers | None
+) -> circuit_breaker_pb2.CircuitBreakers:
     limits = pool.circuit_breakers
     thresholds = circuit_breaker_pb2.CircuitBreakers.Thresholds(
         priority=base_pb2.RoutingPriority.DEFAULT,
@@ -45,17 +47,34 @@ def _circuit_breakers(pool: Pool) -> circuit_breaker_pb2.CircuitBreakers:
         budget = thresholds.retry_budget
         budget.budget_percent.value = limits.retry_budget_percent
         budget.min_retry_concurrency.value = limits.min_retry_concurrency
-    return circuit_breaker_pb2.CircuitBreakers(thresholds=[thresholds])
+    out = circuit_breaker_pb2.CircuitBreakers(thresholds=[thresholds])
+    if high is not None:
+        # Critical and High requests ride Envoy's HIGH priority: breakers of their own, so a
+        # flood of Medium cannot use up the connections and pending slots they need.
+        out.thresholds.append(
+            circuit_breaker_pb2.CircuitBreakers.Thresholds(
+                priority=base_pb2.RoutingPriority.HIGH,
+                max_connections=u32(high.max_connections),
+                max_pending_requests=u32(high.max_pending_requests),
+                max_requests=u32(high.max_requests),
+                max_retries=u32(high.max_retries),
+            )
+        )
+    return out
 
 
-def build_cluster(pool: Pool) -> cluster_pb2.Cluster:
-    """The Envoy cluster for ``pool``; its endpoints and weights come by EDS."""
+def build_cluster(
+    pool: Pool, *, high_priority: HighPriorityBreakers | None = None
+) -> cluster_pb2.Cluster:
+    """The Envoy cluster for ``pool``; its endpoints and weights come by EDS. With
+    ``high_priority`` (a listener with priority classes routes to it), HIGH-priority requests
+    get their own circuit breakers."""
     cluster = cluster_pb2.Cluster(
         name=pool.name,
         type=cluster_pb2.Cluster.DiscoveryType.EDS,
         eds_cluster_config=cluster_pb2.Cluster.EdsClusterConfig(eds_config=ads_config_source()),
         connect_timeout=duration(pool.connect_timeout_s),
-        circuit_breakers=_circuit_breakers(pool),
+        circuit_breakers=_circuit_breakers(pool, high_priority),
         # The control plane already batches weight changes per reconcile; Envoy's default 1 s
         # merge window would only add that much latency to every change.
         common_lb_config=cluster_pb2.Cluster.CommonLbConfig(update_merge_window=duration(0)),

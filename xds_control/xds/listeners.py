@@ -14,6 +14,7 @@ from xds_control.config import Listener, parse_host_port
 from xds_control.xds.cluster import ads_config_source
 from xds_control.xds.durations import duration, pack
 from xds_control.xds.lua import classifier_source
+from xds_control.xds.ratelimit import RATE_LIMIT_FILTER, rate_limit_filter
 from xds_control.xds.routes import route_config_name
 
 __all__ = ["build_listener"]
@@ -30,13 +31,17 @@ def _http_filters(listener: Listener, *, model_header: str) -> list[hcm.HttpFilt
         lua = lua_pb2.Lua(stat_prefix="classify")
         lua.default_source_code.inline_string = source
         filters.append(hcm.HttpFilter(name=CLASSIFY_FILTER, typed_config=pack(lua)))
+    if listener.limits is not None:
+        # After the classifier: a class may come from the headers it sets.
+        filters.append(hcm.HttpFilter(name=RATE_LIMIT_FILTER, typed_config=rate_limit_filter()))
     router = pack(router_pb2.Router())
     return [*filters, hcm.HttpFilter(name="envoy.filters.http.router", typed_config=router)]
 
 
 def build_listener(listener: Listener, *, model_header: str = "x-model") -> listener_pb2.Listener:
     """An HTTP listener whose route table arrives over ADS (RDS), with the request classifier
-    in front of the router when the listener has ``classify``."""
+    in front of the router when the listener has ``classify``, and the local rate limit
+    (buckets per route) when it has ``limits``."""
     host, port = parse_host_port(listener.address)
     manager = hcm.HttpConnectionManager(
         stat_prefix=listener.name,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2
@@ -14,15 +15,21 @@ from xds_control.config import (
     Classify,
     HashKey,
     HeaderMatch,
+    Limits,
     Listener,
+    PriorityClass,
     RetryPolicy,
     Route,
     RouteMatch,
     TokenRange,
 )
 from xds_control.xds.durations import duration, pack, u32
+from xds_control.xds.ratelimit import RATE_LIMIT_FILTER, Bucket, route_bucket
 
-__all__ = ["build_route_configuration", "route_config_name"]
+__all__ = ["Budgets", "build_route_configuration", "class_route_name", "route_config_name"]
+
+Budgets = Mapping[str, Mapping[PriorityClass, Bucket]]
+"""Route name -> priority class -> the bucket each Envoy enforces."""
 
 
 def route_config_name(listener: Listener) -> str:
@@ -145,32 +152,70 @@ def _route(
     )
 
 
+def class_route_name(route: str, priority: PriorityClass) -> str:
+    """The Envoy route of ``route``'s requests of class ``priority``."""
+    return f"{route}/{priority.value}"
+
+
+def _class_routes(
+    base: rc.Route, *, route: Route, limits: Limits, budgets: Mapping[PriorityClass, Bucket]
+) -> list[rc.Route]:
+    """``base`` once per priority class: a route per class named in the header, then the
+    route's default class for every other request (no header, or an unknown value)."""
+    default = route.priority or limits.default
+    ordered = [c for c in PriorityClass if c is not default] + [default]
+    out = []
+    for priority in ordered:
+        copy = rc.Route()
+        copy.CopyFrom(base)
+        copy.name = class_route_name(route.name, priority)
+        if priority is not default:
+            header = HeaderMatch(name=limits.header, exact=priority.value)
+            copy.match.headers.append(_header_matcher(header))
+        if priority.high:
+            copy.route.priority = base_pb2.RoutingPriority.HIGH
+        bucket = budgets.get(priority)
+        if bucket is not None:
+            copy.typed_per_filter_config[RATE_LIMIT_FILTER].CopyFrom(
+                route_bucket(bucket, retry_after_s=limits.retry_after_s)
+            )
+        out.append(copy)
+    return out
+
+
 def build_route_configuration(
     listener: Listener,
     *,
     model_header: str,
     pool_weights: Mapping[str, Mapping[str, int]] | None = None,
+    budgets: Budgets | None = None,
 ) -> route_pb2.RouteConfiguration:
     """One virtual host answering every domain, with the listener's routes in order. A route
     over several pools shares by ``pool_weights`` (route name -> pool name -> weight, from the
     weight engine), or by its pools' static weights when the engine has not measured them
-    all."""
+    all. With ``limits``, each route becomes one route per priority class, each with its
+    class's bucket from ``budgets`` (none there: that class is not limited)."""
     weights = pool_weights or {}
+    routes: list[rc.Route] = []
+    for r in listener.routes:
+        base = _route(
+            r,
+            model_header=model_header,
+            classify=listener.classify,
+            pool_weights=weights.get(r.name, {}),
+        )
+        if listener.limits is None:
+            routes.append(base)
+        else:
+            found = (budgets or {}).get(r.name, {})
+            routes += _class_routes(base, route=r, limits=listener.limits, budgets=found)
     return route_pb2.RouteConfiguration(
         name=route_config_name(listener),
         virtual_hosts=[
             rc.VirtualHost(
                 name=listener.name,
                 domains=["*"],
-                routes=[
-                    _route(
-                        r,
-                        model_header=model_header,
-                        classify=listener.classify,
-                        pool_weights=weights.get(r.name, {}),
-                    )
-                    for r in listener.routes
-                ],
+                routes=routes,
             )
         ],
     )

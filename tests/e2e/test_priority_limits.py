@@ -1,0 +1,92 @@
+"""Priority classes and budgets in a real Envoy over echo backends: a bucket of R requests/s
+offered 2R admits about R, a 429 carries retry-after, and a fleet-wide budget is divided among
+the Envoys connected (three: a third each; one leaves: half each)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import aiohttp
+
+from e2e.stack import EchoStack, eventually, weighted_config
+
+RATE = 20.0
+
+
+def _limited_config(stack: EchoStack, classes: dict[str, Any]) -> dict[str, Any]:
+    config = weighted_config(stack, [10, 10])
+    listener = config["listeners"][0]
+    listener["limits"] = {"classes": classes, "adapt": {"enabled": False}}
+    return config
+
+
+async def _offer(
+    stack: EchoStack, *, rate: float, seconds: float, priority: str
+) -> tuple[Counter[int], set[str]]:
+    """Send ``rate`` requests/s for ``seconds``, paced; statuses and retry-after values."""
+    statuses: Counter[int] = Counter()
+    retry_after: set[str] = set()
+
+    async def one(session: aiohttp.ClientSession) -> None:
+        headers = {"x-priority": priority}
+        async with session.get(f"{stack.url}/v1/completions", headers=headers) as response:
+            await response.read()
+            statuses[response.status] += 1
+            if response.status == 429:
+                retry_after.add(response.headers.get("retry-after", ""))
+
+    start = time.monotonic()
+    async with aiohttp.ClientSession() as session:
+        tasks = []
+        for i in range(int(rate * seconds)):
+            await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+            tasks.append(asyncio.create_task(one(session)))
+        await asyncio.gather(*tasks)
+    return statuses, retry_after
+
+
+async def test_a_bucket_of_r_offered_2r_admits_about_r_and_429_says_retry_after(
+    stack: EchoStack,
+) -> None:
+    classes = {"medium": {"requests_per_s": RATE, "burst_s": 0.1}}
+    await stack.start(_limited_config(stack, classes))
+    statuses, retry_after = await _offer(stack, rate=2 * RATE, seconds=3.0, priority="medium")
+    admitted = statuses[200] / 3.0
+    assert RATE * 0.8 <= admitted <= RATE * 1.2, statuses
+    assert statuses[429] > 0, statuses
+    assert retry_after == {"1"}
+    # Critical has no budget here: it is not limited at all.
+    statuses, _ = await _offer(stack, rate=2 * RATE, seconds=1.0, priority="critical")
+    assert statuses == Counter({200: 2 * RATE}), statuses
+
+
+async def _envoy_rate(stack: EchoStack, index: int) -> float:
+    dump = await stack.envoys[index].config_dump()
+    for config in dump["configs"]:
+        for table in config.get("dynamic_route_configs", []):
+            for route in table["route_config"]["virtual_hosts"][0]["routes"]:
+                if route["name"] == "all/medium":
+                    limit = route["typed_per_filter_config"]["envoy.filters.http.local_ratelimit"]
+                    bucket = limit["token_bucket"]
+                    interval = float(bucket["fill_interval"].rstrip("s"))
+                    return float(bucket["tokens_per_fill"]) / interval
+    return 0.0
+
+
+async def test_three_envoys_get_a_third_each_and_two_get_half(stack: EchoStack) -> None:
+    classes = {"medium": {"requests_per_s": 30.0}}
+    await stack.start(_limited_config(stack, classes), envoys=3)
+
+    async def shares(want: float, envoys: int) -> bool:
+        rates = [await _envoy_rate(stack, i) for i in range(envoys)]
+        return all(abs(r - want) < 0.2 for r in rates)
+
+    await eventually(lambda: shares(10.0, 3), what="a third of 30/s in each of three Envoys")
+    view = await stack.control_plane.get_json("/v1/limits")
+    row = next(r for r in view["budgets"] if r["priority"] == "medium")
+    assert (row["envoys"], row["fleet_rps"], row["envoy_rps"]) == (3, 30.0, 10.0), row
+    await stack.envoys.pop().stop()
+    await eventually(lambda: shares(15.0, 2), what="half of 30/s in each of two Envoys")

@@ -1,0 +1,90 @@
+"""Admission budgets -> Envoy's local rate limit: the HCM filter and each route's bucket.
+
+The filter in the listener carries no bucket of its own, so it limits nothing by itself; each
+priority class's route carries its bucket in ``typed_per_filter_config``. Envoy leaves the
+filter inert unless ``filter_enabled`` and ``filter_enforced`` say otherwise (both default to
+0%), so both are set to 100% here, next to the bucket they enable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from envoy.config.core.v3 import base_pb2
+from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2 as lrl
+from envoy.type.v3 import http_status_pb2, percent_pb2, token_bucket_pb2
+from google.protobuf import any_pb2
+
+from xds_control.xds.durations import duration, pack, u32
+
+__all__ = ["RATE_LIMIT_FILTER", "Bucket", "bucket_for_rate", "rate_limit_filter", "route_bucket"]
+
+RATE_LIMIT_FILTER = "envoy.filters.http.local_ratelimit"
+
+_MIN_INTERVAL_S = 0.05
+"""Envoy refuses a fill interval under 50 ms."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """One Envoy token bucket: ``tokens_per_fill`` every ``fill_interval_s``, at most
+    ``max_tokens`` saved up."""
+
+    max_tokens: int
+    tokens_per_fill: int
+    fill_interval_s: float
+
+    @property
+    def rate(self) -> float:
+        """The fill rate Envoy really runs, per second (integers make it round)."""
+        return self.tokens_per_fill / self.fill_interval_s
+
+
+def bucket_for_rate(rate: float, *, burst_s: float) -> Bucket:
+    """The bucket nearest to ``rate`` per second: the fewest tokens per fill that lets the
+    interval be at least Envoy's 50 ms, and the interval that makes them ``rate`` (to the
+    millisecond), so a third of 10/s is 3.33/s and not 3. It holds ``burst_s`` seconds of
+    fill, at least one token."""
+    tokens = max(1, math.ceil(rate * _MIN_INTERVAL_S))
+    return Bucket(
+        max_tokens=max(1, math.ceil(rate * burst_s)),
+        tokens_per_fill=tokens,
+        fill_interval_s=max(_MIN_INTERVAL_S, round(tokens / rate, 3)),
+    )
+
+
+def _all_of_it() -> base_pb2.RuntimeFractionalPercent:
+    return base_pb2.RuntimeFractionalPercent(
+        default_value=percent_pb2.FractionalPercent(
+            numerator=100, denominator=percent_pb2.FractionalPercent.HUNDRED
+        )
+    )
+
+
+def rate_limit_filter() -> any_pb2.Any:
+    """The listener's filter: no bucket, so only routes that carry one are limited."""
+    return pack(lrl.LocalRateLimit(stat_prefix="priority_limits"))
+
+
+def route_bucket(bucket: Bucket, *, retry_after_s: int) -> any_pb2.Any:
+    """A route's bucket, enabled and enforced for every request; a rejected one gets 429 with
+    ``retry-after``."""
+    config = lrl.LocalRateLimit(
+        stat_prefix="priority_limits",
+        status=http_status_pb2.HttpStatus(code=http_status_pb2.StatusCode.TooManyRequests),
+        token_bucket=token_bucket_pb2.TokenBucket(
+            max_tokens=bucket.max_tokens,
+            tokens_per_fill=u32(bucket.tokens_per_fill),
+            fill_interval=duration(bucket.fill_interval_s),
+        ),
+        filter_enabled=_all_of_it(),
+        filter_enforced=_all_of_it(),
+        response_headers_to_add=[
+            base_pb2.HeaderValueOption(
+                header=base_pb2.HeaderValue(key="retry-after", value=str(retry_after_s)),
+                append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD,
+            )
+        ],
+    )
+    return pack(config)
