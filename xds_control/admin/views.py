@@ -102,4 +102,5 @@ def weights_view(
         "source_error": engine.source_error,
         "pools": pools,
         "routes": routes,
+        "autoscale": {pool: r.to_json() for pool, r in engine.autoscale.items()},
     }

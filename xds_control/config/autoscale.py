@@ -32,18 +32,19 @@ class AutoscalePolicy(StrictModel):
         "generator: the rate at which one replica still meets its TTFT target.",
     )
     gpu_memory_target: float = Field(
-        default=0.85,
+        default=0.95,
         gt=0,
         le=1,
-        description="Mean GPU memory use (0..1) the replicas should stay under; above it the "
-        "pool is short of KV-cache room even when the request rate looks fine.",
+        description="Mean GPU memory use (0..1) the replicas should stay under. Above vLLM's "
+        "default preallocation (gpu_memory_utilization 0.9), which DCGM reports whatever the "
+        "load; lower it for engines that allocate on demand (Triton, ONNX Runtime).",
     )
     tolerance: float = Field(
         default=0.1,
         ge=0,
         lt=1,
-        description="Ratios within this fraction of 1 change nothing (the HPA's default 10%), "
-        "so noise around a threshold does not move the recommendation.",
+        description="A request rate within this fraction of what the current replicas serve "
+        "changes nothing (the HPA's default 10%), so noise does not move the recommendation.",
     )
     scale_up_window_s: float = Field(
         default=30.0,

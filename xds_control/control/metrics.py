@@ -12,6 +12,7 @@ __all__ = [
     "EVENT_LOOP_TASKS",
     "LAST_PUBLISH",
     "LOOP_ERRORS",
+    "POOL_RECOMMENDED_REPLICAS",
     "SIGNAL_AGE",
     "SNAPSHOTS_PUBLISHED",
     "SNAPSHOT_INFO",
@@ -58,4 +59,10 @@ SIGNAL_AGE = Gauge(
     "Age at scrape time of each signal reading behind an endpoint's weight; a growing age "
     "means a stale source (weights hold, then decay past the TTL).",
     ["pool", "endpoint", "signal"],
+)
+POOL_RECOMMENDED_REPLICAS = Gauge(
+    "xds_control_pool_recommended_replicas",
+    "Replicas the pool should have (docs/autoscaling.md), for an HPA or KEDA to follow; only "
+    "pools with autoscale.enabled have a series. Set at each scrape.",
+    ["pool"],
 )

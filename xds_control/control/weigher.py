@@ -19,6 +19,7 @@ import structlog
 from xds_control.config import Config, SignalsConfig
 from xds_control.discovery import Endpoint
 from xds_control.engine import WeightDecision, compute_weights
+from xds_control.engine.autoscale import Recommendation, recommend_pools
 from xds_control.engine.pools import PoolWeight, RouteWeights, compute_route_weights, route_key
 from xds_control.errors import SignalError
 from xds_control.signals import (
@@ -69,6 +70,8 @@ class EngineView:
     routes: RouteWeights = field(default_factory=lambda: MappingProxyType({}))
     """``listener/route`` -> pool -> weight, for each route over several pools the engine
     measured."""
+    autoscale: Mapping[str, Recommendation] = field(default_factory=lambda: MappingProxyType({}))
+    """Each pool's replica recommendation, for pools with ``autoscale.enabled``."""
 
 
 class Weigher:
@@ -88,6 +91,7 @@ class Weigher:
         self._decisions: dict[str, WeightDecision] = {}
         self._by_pool: Mapping[str, tuple[WeightDecision, ...]] = MappingProxyType({})
         self._routes: RouteWeights = MappingProxyType({})
+        self._autoscale: Mapping[str, Recommendation] = MappingProxyType({})
         self._source_error: str | None = None
         self._prometheus_answered = False
         self._cycle = 0
@@ -125,6 +129,7 @@ class Weigher:
             source_error=self._source_error,
             pools=self._by_pool,
             routes=self._routes,
+            autoscale=self._autoscale,
         )
 
     def pool_weights(self, config: Config) -> dict[str, dict[str, dict[str, int]]]:
@@ -214,6 +219,11 @@ class Weigher:
         self._by_pool = MappingProxyType(by_pool)
         self._routes = MappingProxyType(
             compute_route_weights(config=config, decisions=by_pool, previous=self._routes, now=now)
+        )
+        self._autoscale = MappingProxyType(
+            recommend_pools(
+                pools=config.pools, decisions=by_pool, previous=self._autoscale, now=now
+            )
         )
         self._cycle += 1
         return decisions

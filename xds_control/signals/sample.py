@@ -36,6 +36,9 @@ class Signal(StrEnum):
     """Fraction of requests whose time to first token met the pool's target (0..1)."""
     ERROR_RATIO = "error_ratio"
     """Failed requests over all requests in the rate window (0..1)."""
+    REQUEST_RATE = "request_rate"
+    """Requests finished per second in the rate window (count/s); feeds the autoscaling
+    recommendation, not weights."""
     UP = "up"
     """Prometheus' own scrape of the endpoint succeeded (1) or not (0)."""
     STARTED_AT = "started_at"

@@ -57,6 +57,7 @@ ENGINE_TEMPLATES: Mapping[Engine, Mapping[Signal, str]] = {
         # V1's inter_token_latency replaced V0's time_per_output_token (same meaning).
         Signal.DECODE_STEP_S: f"({_mean('vllm:inter_token_latency_seconds')})"
         f" or ({_mean('vllm:time_per_output_token_seconds')})",
+        Signal.REQUEST_RATE: "sum by($label)(rate(vllm:request_success_total[$window]))",
         Signal.UP: "max by($label)(up)",
         Signal.STARTED_AT: "max by($label)(process_start_time_seconds)",
     },
@@ -67,6 +68,7 @@ ENGINE_TEMPLATES: Mapping[Engine, Mapping[Signal, str]] = {
         Signal.PREFIX_HIT_RATIO: "max by($label)(sglang:cache_hit_rate)",
         Signal.DECODE_STEP_S: f"({_mean('sglang:inter_token_latency_seconds')})"
         f" or ({_mean('sglang:time_per_output_token_seconds')})",
+        Signal.REQUEST_RATE: "sum by($label)(rate(sglang:num_requests_total[$window]))",
         Signal.UP: "max by($label)(up)",
         Signal.STARTED_AT: "max by($label)(process_start_time_seconds)",
     },
@@ -91,6 +93,8 @@ ENGINE_TEMPLATES: Mapping[Engine, Mapping[Signal, str]] = {
             "rate(nv_inference_request_failure[$window])"
             " + rate(nv_inference_request_success[$window])",
         ),
+        Signal.REQUEST_RATE: "sum by($label)(rate(nv_inference_request_success[$window])"
+        " + rate(nv_inference_request_failure[$window]))",
         Signal.UP: "max by($label)(up)",
     },
 }
