@@ -77,6 +77,14 @@ says, and the container, the Service and the probes follow it.
 {{- if and .Values.tls.enabled (not .Values.config.tls) }}
 {{- fail "tls.enabled mounts the certificates; config.tls must name them (cert_file, key_file under tls.mountPath)" }}
 {{- end }}
+{{- if and .Values.rbac.create (not .Values.rbac.clusterWide) }}
+{{- $allowed := default (list .Release.Namespace) .Values.rbac.namespaces }}
+{{- range .Values.config.pools }}
+{{- if and .kubernetes (not (has .kubernetes.namespace $allowed)) }}
+{{- fail (printf "pool %s reads EndpointSlices in namespace %s, which rbac.namespaces does not grant: add it there (or set rbac.clusterWide)" .name .kubernetes.namespace) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and (eq .Values.mode "sidecar") (not (hasPrefix "unix://" (default "" .Values.config.xds_address))) }}
 {{- fail "mode: sidecar serves ADS on a Unix socket: set config.xds_address to unix://<sidecar.socketDir>/ads.sock" }}
 {{- end }}
