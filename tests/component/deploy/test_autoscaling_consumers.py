@@ -8,12 +8,15 @@ import re
 import yaml
 from helm_chart import CHART, ROOT, values
 
+from xds_control.control.metrics import POOL_RECOMMENDED_REPLICAS
+
 EXAMPLES = ROOT / "deploy" / "examples" / "autoscaling"
 METRIC = values()["autoscaling"]["hpa"]["metricName"]
 
 
 def test_metric_is_the_one_the_control_plane_exports() -> None:
-    assert METRIC == "xds_control_pool_recommended_replicas"
+    assert POOL_RECOMMENDED_REPLICAS.describe()[0].name == METRIC
+    assert POOL_RECOMMENDED_REPLICAS.describe()[0].type == "gauge"
 
 
 def test_prometheus_adapter_serves_it_under_its_own_name() -> None:

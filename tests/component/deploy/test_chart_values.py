@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helm_chart import CHART, CI_FILES, validate, values
 from jsonschema import Draft7Validator
 
-from xds_control.config import parse_host_port
+from xds_control.config import parse_config, parse_host_port
 
 SCHEMA = Draft7Validator(json.loads((CHART / "values.schema.json").read_text()))
 SCENARIOS = [None, *CI_FILES]
@@ -84,11 +85,19 @@ def test_a_bad_config_block_fails_validate_naming_the_field(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("ci_file", SCENARIOS, ids=IDS)
-def test_hpa_targets_name_pools_of_the_config(ci_file: Path | None) -> None:
+def test_hpa_targets_are_pools_that_export_a_recommendation(ci_file: Path | None) -> None:
+    """An HPA on a pool without `autoscale.enabled` finds no series and never scales; bounds
+    that differ from the pool's would clamp the recommendation a second time."""
     data = values(ci_file)
-    pools = {pool["name"] for pool in data["config"]["pools"]}
-    targets = data["autoscaling"]["hpa"]["targets"] if data["autoscaling"]["hpa"]["enabled"] else []
-    assert {t["pool"] for t in targets} <= pools
+    hpa = data["autoscaling"]["hpa"]
+    config = parse_config(text=yaml.safe_dump(data["config"]))
+    for target in hpa["targets"] if hpa["enabled"] else []:
+        policy = config.pool(target["pool"]).autoscale
+        assert policy.enabled, target["pool"]
+        assert (target["minReplicas"], target["maxReplicas"]) == (
+            policy.min_replicas,
+            policy.max_replicas,
+        )
 
 
 def test_mtls_values_name_the_mounted_certificates() -> None:
