@@ -4,7 +4,9 @@ Prometheus' /api/v1/query (the request-rate query included)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -93,6 +95,7 @@ async def test_recommended_replicas_gauge_and_admin_view(prometheus: str, tmp_pa
                 metrics = await response.text()
             async with client.get(f"{base}/v1/weights?explain=1") as response:
                 weights = await response.json()
+            shown = await xdsctl("--admin", base, "weights", "chat")
         finally:
             await server.stop()
     gauge = re.findall(
@@ -104,3 +107,17 @@ async def test_recommended_replicas_gauge_and_admin_view(prometheus: str, tmp_pa
     assert chat["desired_replicas"] == 9
     assert chat["request_rate"] == 90.0
     assert "out to 5" in chat["reason"]
+    assert "chat: 5 replicas recommended (now 3): 90 req/s calls for 9" in shown
+
+
+async def xdsctl(*args: str) -> str:
+    """The installed ``xdsctl``, run without blocking the loop that serves the admin API."""
+    process = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("xdsctl")),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        env={"COLUMNS": "200", "PATH": ""},
+    )
+    stdout, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0
+    return stdout.decode()

@@ -54,5 +54,13 @@ def command(
                 cells += [f"{e['score']:.4f}", *(f"{e['factors'][f]:.3f}" for f in FACTORS)]
             table.add_row(*cells, e["reason"])
     app.console.print(table)
+    for name, advice in data.get("autoscale", {}).items():
+        if name in data["pools"]:
+            app.console.print(
+                f"{name}: {advice['recommended_replicas']} replicas recommended "
+                f"(now {advice['current_replicas']}): {advice['reason']}",
+                markup=False,
+                highlight=False,
+            )
     if data["engine"] and data.get("source_error"):
         app.err.print(f"signal source: {data['source_error']}", markup=False)
