@@ -24,7 +24,13 @@ ConfigOption = Annotated[
 
 
 async def _fetch(config: Config, base: Path) -> dict[str, tuple[Endpoint, ...]]:
-    return {pool.name: await endpoint_source(pool, base=base).fetch() for pool in config.pools}
+    # Kubernetes and DNS pools are checked as fields only: the cluster or the resolver of
+    # the place it will run is rarely the one where a config is validated.
+    return {
+        pool.name: await endpoint_source(pool, base=base).fetch()
+        for pool in config.pools
+        if pool.kubernetes is None and pool.dns is None
+    }
 
 
 def command(ctx: typer.Context, config: ConfigOption) -> None:

@@ -16,6 +16,7 @@ from xds_control.config.address import IpPort
 from xds_control.config.autoscale import AutoscalePolicy
 from xds_control.config.classes import Classify, TokenRange
 from xds_control.config.devices import Device
+from xds_control.config.discovery import DnsDiscovery, KubernetesDiscovery
 from xds_control.config.limits import Limits, PriorityClass
 from xds_control.config.regex import re2_error
 from xds_control.config.strict import StrictModel
@@ -191,6 +192,12 @@ class Pool(StrictModel):
         description="YAML file with an `endpoints:` list, watched for changes; relative paths "
         "are read from the config file's folder.",
     )
+    kubernetes: KubernetesDiscovery | None = Field(
+        default=None, description="Endpoints of a Kubernetes Service, from its EndpointSlices."
+    )
+    dns: DnsDiscovery | None = Field(
+        default=None, description="Host names resolved to endpoints, re-resolved periodically."
+    )
     lb: LoadBalancing = Field(
         default_factory=LoadBalancing, description="Envoy load-balancing policy and its knobs."
     )
@@ -228,6 +235,10 @@ class Pool(StrictModel):
     def _one_endpoint_source(self) -> Self:
         if self.endpoints and self.endpoints_file is not None:
             raise ValueError("give either endpoints or endpoints_file, not both")
+        sources = ("endpoints", "endpoints_file", "kubernetes", "dns")
+        given = [k for k in sources if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(f"give one endpoint source, not {' and '.join(given)}")
         return self
 
 

@@ -25,6 +25,7 @@ from xds_control.control.metrics import (
     SNAPSHOTS_PUBLISHED,
 )
 from xds_control.control.reconcile import EndpointWeight, fleet_version, reconcile_groups
+from xds_control.control.sources import carry_over, close_sources, discovered_source
 from xds_control.control.warm_start import WarmStart
 from xds_control.control.watch import FileWatch
 from xds_control.control.weigher import Weigher, targets_of
@@ -60,8 +61,14 @@ def _stamp(path: Path) -> FileStamp | None:
         return None  # a missing file is a change too; load_config then reports it
 
 
-def endpoint_source(pool: Pool, *, base: Path) -> EndpointSource:
-    """The source of ``pool``'s endpoints; relative files are read from ``base``."""
+def endpoint_source(
+    pool: Pool, *, base: Path, wake: Callable[[], None] = lambda: None
+) -> EndpointSource:
+    """The source of ``pool``'s endpoints; relative files are read from ``base``; ``wake``
+    starts a reconcile when a watched (Kubernetes) source changes."""
+    discovered = discovered_source(pool, wake=wake)
+    if discovered is not None:
+        return discovered
     path = _endpoints_path(pool, base=base)
     source: EndpointSource = StaticSource(pool.endpoints) if path is None else FileSource(path)
     return SingleDeviceSource(source, pool=pool.name) if pool.single_device else source
@@ -123,13 +130,14 @@ class ControlLoop:
         self._on_signals_change = on_signals_change
         self._cache = cache
         self._stamp = _stamp(config_path)
+        self._woken = asyncio.Event()
+        self._sources: dict[str, EndpointSource] = {}
         self._sources = self._make_sources(config)
         self.published = asyncio.Event()
         self._last_inputs: (
             tuple[Config, dict[str, tuple[Endpoint, ...]], dict[str, Any], Any, Any] | None
         ) = None
         self._last_weights: dict[str, EndpointWeight] | None = None
-        self._woken = asyncio.Event()
         self.watch = FileWatch(
             settings=config.watch, wake=self._woken.set, errors=self.state.errors
         )
@@ -137,7 +145,11 @@ class ControlLoop:
 
     def _make_sources(self, config: Config) -> dict[str, EndpointSource]:
         base = self.state.config_path.parent
-        return {pool.name: endpoint_source(pool, base=base) for pool in config.pools}
+        fresh = {
+            pool.name: endpoint_source(pool, base=base, wake=self._woken.set)
+            for pool in config.pools
+        }
+        return carry_over(old=self._sources, new=fresh)
 
     async def resume(self) -> None:
         """Resume the engine from its state file, or start waiting for signals (engine on)."""
@@ -162,6 +174,7 @@ class ControlLoop:
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)  # its thread stops too
+            await close_sources(self._sources.values())
 
     async def scrape_forever(self) -> None:
         """The fast path: sub-second scrapes of each endpoint's /metrics, read by the next step.

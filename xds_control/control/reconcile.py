@@ -47,9 +47,9 @@ def reconcile_once(
     budgets: Mapping[str, Budgets] | None = None,
 ) -> Snapshot:
     """The snapshot for ``config`` with each pool's ``endpoints`` (by pool name); an address
-    missing from ``weights`` gets its static weight, healthy. ``pool_weights`` (listener ->
-    route -> pool -> weight) splits routes over several pools; without: their static
-    weights. ``budgets`` (listener -> route -> class -> bucket): the rate limits of
+    missing from ``weights`` gets its static weight and discovery's health. ``pool_weights``
+    (listener -> route -> pool -> weight) splits routes over several pools; without: their
+    static weights. ``budgets`` (listener -> route -> class -> bucket): the rate limits of
     listeners with ``limits``."""
     assignments = []
     for pool in config.pools:
@@ -61,7 +61,9 @@ def reconcile_once(
                     host=endpoint.host,
                     port=endpoint.port,
                     weight=endpoint.weight if decided is None else decided.weight,
-                    health=Health.HEALTHY if decided is None else decided.health,
+                    health=endpoint.health
+                    if decided is None
+                    else _worse(endpoint.health, decided.health),
                 )
             )
         assignments.append(build_load_assignment(cluster=pool.name, endpoints=weighted))
@@ -95,6 +97,15 @@ def _high_priority(config: Config, pool: Pool) -> HighPriorityBreakers | None:
         if any(pool.name in route.pool_names() for route in listener.routes):
             return listener.limits.high_priority_breakers
     return None
+
+
+_SEVERITY = {Health.HEALTHY: 0, Health.DRAINING: 1, Health.UNHEALTHY: 2}
+
+
+def _worse(a: Health, b: Health) -> Health:
+    """Discovery's and the engine's word together: a draining pod stays draining however
+    well it answers, and a failing one is unhealthy whatever discovery says."""
+    return a if _SEVERITY[a] >= _SEVERITY[b] else b
 
 
 def group_config(config: Config, group: NodeGroup) -> Config:

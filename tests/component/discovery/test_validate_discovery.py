@@ -1,0 +1,58 @@
+"""`xds-control validate` checks kubernetes and dns pools as fields (no cluster, no resolver
+needed where a config is validated) and refuses bad values naming the field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONFIG = """\
+pools:
+  - name: chat
+    kubernetes: {namespace: llm, service: vllm, port: http}
+  - name: batch
+    dns: {hosts: ["vllm-0.does-not-resolve.invalid:8000"], refresh_s: 10}
+listeners:
+  - name: gateway
+    address: 127.0.0.1:10000
+    routes: [{name: all, pool: chat}, {name: b, pool: batch}]
+"""
+
+
+def validate(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "xds_control", "validate", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_validate_accepts_kubernetes_and_dns_pools(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG)
+    result = validate(path)
+    assert result.returncode == 0, result.stderr
+    assert "2 pools" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (("service: vllm", "service: Vllm_1"), "pools[0].kubernetes.service"),
+        (("refresh_s: 10", "refresh_s: -1"), "pools[1].dns.refresh_s"),
+        ((":8000", ""), "pools[1].dns.hosts[0]"),
+    ],
+)
+def test_validate_refuses_bad_values_naming_the_field(
+    tmp_path: Path, edit: tuple[str, str], field: str
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG.replace(*edit))
+    result = validate(path)
+    assert result.returncode == 2
+    assert field in result.stderr

@@ -1,0 +1,168 @@
+"""Endpoints of a Kubernetes Service, kept current by listing and watching its EndpointSlices.
+
+A background task lists the slices, then watches from the list's resourceVersion (bookmarks on,
+so a quiet Service still advances its version and a renewed watch rarely starts from an expired
+one). A watch the server ends after ``watch_timeout_s`` is renewed from the last version; an
+expired version (410 Gone) or a broken stream lists again, and the new list replaces the known
+slices wholesale, so an event missed during the break is in the new state all the same.
+Each change wakes the control loop, so an EndpointSlice event reaches Envoy in one push.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import structlog
+
+from xds_control.config.discovery import KubernetesDiscovery
+from xds_control.discovery.endpoint import Endpoint
+from xds_control.discovery.kubernetes_client import KubeApi, connect
+from xds_control.discovery.kubernetes_slices import merge_slices, slice_endpoints
+from xds_control.discovery.kubernetes_watch import Gone, WatchEvent, list_slices, watch_slices
+from xds_control.errors import DiscoveryError
+from xds_control.tasks import guarded_task
+
+__all__ = ["KubernetesSource"]
+
+log = structlog.get_logger(__name__)
+_MAX_BACKOFF_S = 30.0
+
+
+class KubernetesSource:
+    """The endpoints of ``settings.namespace/settings.service``. ``wake`` is called (on the
+    event loop) whenever they change. The watch task starts on the first ``fetch`` and ends
+    with ``close``."""
+
+    def __init__(
+        self, settings: KubernetesDiscovery, *, pool: str, wake: Callable[[], None]
+    ) -> None:
+        self._settings = settings
+        self._wake = wake
+        self._log = log.bind(pool=pool, service=f"{settings.namespace}/{settings.service}")
+        self._slices: dict[str, tuple[Endpoint, ...]] = {}
+        self._endpoints: tuple[Endpoint, ...] = ()
+        self._listed = asyncio.Event()
+        self._waited = False
+        self._error: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._api: KubeApi | None = None
+
+    @property
+    def settings(self) -> KubernetesDiscovery:
+        """What it was built from: a reload with the same settings keeps this source."""
+        return self._settings
+
+    async def fetch(self) -> tuple[Endpoint, ...]:
+        """The Service's endpoints as last listed and watched. The first call starts the
+        watch and waits up to ``first_list_timeout_s`` for the first list. ``DiscoveryError``
+        while nothing was listed yet, or while the API cannot be reached (the loop then keeps
+        the last good set, which is this source's too)."""
+        if self._task is None:
+            self._task = guarded_task(self._run(), name=f"kubernetes-{self._settings.service}")
+        if not self._waited:
+            self._waited = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._listed.wait(), self._settings.first_list_timeout_s)
+        if self._error is not None:
+            raise DiscoveryError(self._error)
+        if not self._listed.is_set():
+            raise DiscoveryError("EndpointSlices not listed yet")
+        return self._endpoints
+
+    async def close(self) -> None:
+        """Stop watching and close the connection."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._api is not None:
+            await self._api.api_client.close()
+            self._api = None
+
+    async def _run(self) -> None:
+        backoff = self._settings.relist_backoff_s
+        while True:
+            try:
+                if self._api is None:
+                    self._api = await connect(self._settings)
+                version = await self._relist()
+                backoff = self._settings.relist_backoff_s
+                while True:  # renew the watch from the last version until it fails
+                    version = await self._watch(version)
+            except Gone as exc:
+                self._log.info("resourceVersion expired; listing again", reason=str(exc))
+            except (DiscoveryError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
+                self._fail(f"{self._settings.namespace}/{self._settings.service}: {message}")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    def _fail(self, message: str) -> None:
+        if message != self._error:
+            self._log.error("EndpointSlice watch failed; listing again", error=message)
+        self._error = message
+        self._wake()  # the loop shows the error
+
+    async def _relist(self) -> str:
+        settings = self._settings
+        listing = await list_slices(
+            self._api, namespace=settings.namespace, service=settings.service
+        )
+        before = {e.address for e in self._endpoints}
+        self._slices = {name: self._parse(item) for name, item in listing.slices.items()}
+        self._error = None
+        self._listed.set()
+        self._publish()
+        after = {e.address for e in self._endpoints}
+        self._log.info(
+            "EndpointSlices listed",
+            resource_version=listing.resource_version,
+            slices=len(self._slices),
+            endpoints=len(after),
+            added=sorted(after - before),
+            removed=sorted(before - after),
+        )
+        return listing.resource_version
+
+    async def _watch(self, version: str) -> str:
+        settings = self._settings
+        events = watch_slices(
+            self._api,
+            namespace=settings.namespace,
+            service=settings.service,
+            resource_version=version,
+            timeout_s=settings.watch_timeout_s,
+        )
+        async for event in events:
+            self._apply(event)
+            version = event.resource_version or version
+        return version
+
+    def _apply(self, event: WatchEvent) -> None:
+        name = str((event.object.get("metadata") or {}).get("name", ""))
+        if event.type in ("ADDED", "MODIFIED"):
+            self._slices[name] = self._parse(event.object)
+        elif event.type == "DELETED":
+            self._slices.pop(name, None)
+        else:
+            return  # BOOKMARK: only the version moves
+        self._log.debug("EndpointSlice event", type=event.type, slice=name)
+        self._publish()
+
+    def _parse(self, item: dict[str, Any]) -> tuple[Endpoint, ...]:
+        settings = self._settings
+        try:
+            return slice_endpoints(item, port=settings.port, weight=settings.weight)
+        except ValueError as exc:  # one unusable slice must not hide the others
+            name = (item.get("metadata") or {}).get("name")
+            self._log.error("EndpointSlice skipped", slice=name, error=str(exc))
+            return ()
+
+    def _publish(self) -> None:
+        endpoints = merge_slices(self._slices)
+        if endpoints != self._endpoints:
+            self._endpoints = endpoints
+            self._wake()
