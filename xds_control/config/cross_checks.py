@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from xds_control.config.devices import single_device_problem
 from xds_control.config.group_checks import check_groups
+from xds_control.config.model import Pool
 from xds_control.config.root import Config
 
 __all__ = ["check_references"]
@@ -20,6 +21,19 @@ def _duplicates(names: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         else:
             seen[name] = path
     return problems
+
+
+def _single_device(pool: Pool, *, path: str) -> list[tuple[str, str]]:
+    """A single-device pool's inline endpoints on one GPU, and a source that can say which."""
+    if not pool.single_device:
+        return []
+    if pool.kubernetes is not None or pool.dns is not None:
+        source = "kubernetes" if pool.kubernetes is not None else "dns"
+        why = "needs endpoints or endpoints_file: only they carry each endpoint's device"
+        return [(f"{path}.{source}", f"single_device {why}")]
+    devices = ((e.address, e.device) for e in pool.endpoints)
+    problem = single_device_problem(pool=pool.name, endpoints=devices)
+    return [(f"{path}.endpoints", problem)] if pool.endpoints and problem is not None else []
 
 
 def check_references(config: Config) -> list[tuple[str, str]]:
@@ -47,8 +61,5 @@ def check_references(config: Config) -> list[tuple[str, str]]:
                         (f"{base}[{j}].pools[{k}].name", f"no pool named {share.name!r} ({known})")
                     )
     for i, pool in enumerate(config.pools):
-        devices = ((e.address, e.device) for e in pool.endpoints)
-        problem = single_device_problem(pool=pool.name, endpoints=devices)
-        if pool.single_device and pool.endpoints and problem is not None:
-            problems.append((f"pools[{i}].endpoints", problem))
+        problems += _single_device(pool, path=f"pools[{i}]")
     return problems + check_groups(config)

@@ -89,3 +89,12 @@ async def test_an_endpoints_file_on_one_gpu_keeps_each_device(tmp_path: Path) ->
         Endpoint(address="10.0.0.1:8000", host="10.0.0.1", port=8000, weight=10,
                  device=Device(gpu_uuid=A)),
     )  # fmt: skip
+
+
+def test_a_source_that_cannot_name_devices_is_refused_for_a_single_device_pool() -> None:
+    text = config_text([]).replace("endpoints: []", "dns: {hosts: ['vllm-0.internal:8000']}")
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text=text)
+    ((path, message),) = caught.value.problems
+    assert path == "pools[0].dns"
+    assert "only they carry each endpoint's device" in message
