@@ -84,3 +84,14 @@ def test_rbac_grants_reading_endpointslices_and_nothing_more_by_default() -> Non
         '"verbs" (list "get" "list" "watch")'
     )
     assert values()["rbac"]["extraRules"] == []
+
+
+@pytest.mark.parametrize("name", sorted(TEXT))
+def test_template_actions_are_balanced(name: str) -> None:
+    """Without Helm here, the cheapest check of a template's syntax: every `{{` closes, and
+    every if/range/with/define has its end (a missing one fails only at `helm install`)."""
+    text = re.sub(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", "", TEXT[name], flags=re.DOTALL)
+    assert text.count("{{") == text.count("}}")
+    actions = re.findall(r"\{\{-?\s*(\w+)", text)
+    opened = sum(action in {"if", "range", "with", "define", "block"} for action in actions)
+    assert opened == actions.count("end")

@@ -61,31 +61,32 @@ Ports come from values.config, the one place they are set: the server binds what
 says, and the container, the Service and the probes follow it.
 */}}
 {{- define "xds-control.adminPort" -}}
-{{- regexFind "[0-9]+$" (default "127.0.0.1:9902" .Values.config.admin_address) }}
+{{- regexFind "[0-9]+$" (dig "admin_address" "127.0.0.1:9902" .Values.config) }}
 {{- end }}
 
 {{- define "xds-control.xdsPort" -}}
-{{- $address := default "0.0.0.0:18000" .Values.config.xds_address }}
+{{- $address := dig "xds_address" "0.0.0.0:18000" .Values.config }}
 {{- if hasPrefix "unix:" $address }}{{ fail "central mode serves xDS over TCP: set config.xds_address to IP:PORT (a unix:// address is for mode: sidecar)" }}{{ end }}
 {{- regexFind "[0-9]+$" $address }}
 {{- end }}
 
 {{- define "xds-control.checks" -}}
-{{- if regexMatch "^(127\\.|localhost:|\\[::1\\]:)" (default "127.0.0.1:9902" .Values.config.admin_address) }}
+{{- if regexMatch "^(127\\.|localhost:|\\[::1\\]:)" (dig "admin_address" "127.0.0.1:9902" .Values.config) }}
 {{- fail "config.admin_address is on loopback: bind 0.0.0.0:PORT, since the kubelet's probes and Prometheus reach the pod's IP (the chart's Secret holds the token the admin API then requires)" }}
 {{- end }}
-{{- if and .Values.tls.enabled (not .Values.config.tls) }}
+{{- if and .Values.tls.enabled (not (hasKey .Values.config "tls")) }}
 {{- fail "tls.enabled mounts the certificates; config.tls must name them (cert_file, key_file under tls.mountPath)" }}
 {{- end }}
 {{- if and .Values.rbac.create (not .Values.rbac.clusterWide) }}
 {{- $allowed := default (list .Release.Namespace) .Values.rbac.namespaces }}
 {{- range .Values.config.pools }}
-{{- if and .kubernetes (not (has .kubernetes.namespace $allowed)) }}
-{{- fail (printf "pool %s reads EndpointSlices in namespace %s, which rbac.namespaces does not grant: add it there (or set rbac.clusterWide)" .name .kubernetes.namespace) }}
+{{- $namespace := dig "kubernetes" "namespace" "" . }}
+{{- if and $namespace (not (has $namespace $allowed)) }}
+{{- fail (printf "pool %s reads EndpointSlices in namespace %s, which rbac.namespaces does not grant: add it there (or set rbac.clusterWide)" .name $namespace) }}
 {{- end }}
 {{- end }}
 {{- end }}
-{{- if and (eq .Values.mode "sidecar") (not (hasPrefix "unix://" (default "" .Values.config.xds_address))) }}
+{{- if and (eq .Values.mode "sidecar") (not (hasPrefix "unix://" (dig "xds_address" "" .Values.config))) }}
 {{- fail "mode: sidecar serves ADS on a Unix socket: set config.xds_address to unix://<sidecar.socketDir>/ads.sock" }}
 {{- end }}
 {{- end }}
