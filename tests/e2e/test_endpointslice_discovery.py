@@ -1,0 +1,129 @@
+"""EndpointSlice events reach a real Envoy as EDS changes, pushed by the watch (the reconcile
+period is 30 s, longer than any wait here), and a watch that breaks or is told 410 Gone lists
+again without losing the change made meanwhile.
+
+The real control-plane process reaches, through a kubeconfig with a bearer token, a local HTTP
+server that speaks the Kubernetes API's EndpointSlice list/watch protocol with payloads shaped
+exactly like the real API's (EndpointSliceList with metadata.resourceVersion; a watch stream of
+newline-delimited {"type": "ADDED|MODIFIED|DELETED|BOOKMARK|ERROR", "object": ...}; 410 Gone as
+an ERROR Status object with code 410 and as HTTP 410): tests/component/discovery/fake_kube_api.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from component.discovery.fake_kube_api import FakeKubeApi, endpoint, endpoint_slice
+from e2e.stack import EchoStack, eventually, traffic
+from xds_lab.harness.pool_config import one_pool_config
+
+WAIT_S = 5.0
+"""Each change must reach Envoy well within this, far below the 30 s reconcile period."""
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeKubeApi]:
+    server = FakeKubeApi(bookmark_s=0.5)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def backend_slice(stack: EchoStack, index: int, **conditions: Any) -> dict[str, Any]:
+    """Slice ``vllm-<index>`` holding backend ``index`` (each backend listens on its own port,
+    and the controller puts endpoints with different ports in different slices)."""
+    host, port = stack.backends.address(index).rsplit(":", 1)
+    return endpoint_slice(
+        f"vllm-{index}",
+        service="vllm",
+        port=int(port),
+        endpoints=[endpoint(host, **conditions)],
+        labels={"xds-control.io/batch-slots": "16"},
+    )
+
+
+async def start(stack: EchoStack, api: FakeKubeApi) -> None:
+    config = one_pool_config(endpoints=[], listener_port=stack.listener_port)
+    kubeconfig = api.write_kubeconfig(stack.workdir / "kubeconfig")
+    config["pools"][0] = {
+        "name": "chat",
+        "kubernetes": {
+            "namespace": "llm",
+            "service": "vllm",
+            "port": "http",
+            "kubeconfig": str(kubeconfig),
+            "relist_backoff_s": 0.1,
+        },
+    }
+    config["signals"] = {"reconcile_period_s": 30}
+    await stack.start(config)
+
+
+async def envoy_sees(stack: EchoStack, want: dict[int, str], *, what: str) -> None:
+    """Wait until Envoy's cluster holds exactly backends ``want`` with those EDS healths."""
+    expected = {stack.backends.address(i): health for i, health in want.items()}
+
+    async def check() -> bool:
+        hosts = await stack.envoy_hosts()
+        return {name: host.health for name, host in hosts.items()} == expected
+
+    await eventually(check, timeout=WAIT_S, what=what)
+
+
+async def test_add_not_ready_terminating_and_delete_reach_envoy(
+    stack: EchoStack, api: FakeKubeApi
+) -> None:
+    await api.apply(backend_slice(stack, 0))
+    await start(stack, api)
+    await envoy_sees(stack, {0: "HEALTHY"}, what="the listed slice")
+
+    await api.apply(backend_slice(stack, 1))
+    await envoy_sees(stack, {0: "HEALTHY", 1: "HEALTHY"}, what="an added slice")
+
+    await api.apply(backend_slice(stack, 1, ready=False))
+    await envoy_sees(stack, {0: "HEALTHY", 1: "UNHEALTHY"}, what="a not-ready endpoint")
+
+    await api.apply(backend_slice(stack, 1))
+    await api.apply(backend_slice(stack, 0, ready=False, serving=True, terminating=True))
+    await envoy_sees(stack, {0: "DRAINING", 1: "HEALTHY"}, what="a terminating endpoint")
+    answered = await traffic(stack, count=20)
+    assert answered == {stack.backends.address(1): 20}  # a draining pod gets no new request
+
+    await api.delete("vllm-0")
+    await envoy_sees(stack, {1: "HEALTHY"}, what="a deleted slice")
+    assert api.lists == 1  # all of it through the watch
+
+
+async def test_a_broken_watch_or_410_lists_again_and_loses_no_event(
+    stack: EchoStack, api: FakeKubeApi
+) -> None:
+    await api.apply(backend_slice(stack, 0))
+    await start(stack, api)
+    await envoy_sees(stack, {0: "HEALTHY"}, what="the listed slice")
+
+    # 410 as an ERROR event on the open watch: the change itself is never streamed.
+    await api.apply_unseen(backend_slice(stack, 1))
+    await envoy_sees(stack, {0: "HEALTHY", 1: "HEALTHY"}, what="the change behind a 410 event")
+
+    # 410 as the HTTP status of the renewed watch.
+    api.gone_as_http = True
+    await api.apply_unseen(backend_slice(stack, 1, ready=False))
+    await envoy_sees(stack, {0: "HEALTHY", 1: "UNHEALTHY"}, what="the change behind an HTTP 410")
+
+    # The watch is cut and the API server is down while the endpoint turns ready again.
+    api.outage(True)
+    await api.apply_unseen(backend_slice(stack, 1))
+
+    async def error_shown() -> bool:
+        status = await stack.control_plane.get_json("/v1/status")
+        return "chat" in status.get("discovery_errors", {})
+
+    await eventually(error_shown, timeout=WAIT_S, what="the outage in /v1/status")
+    hosts = await stack.envoy_hosts()
+    assert hosts[stack.backends.address(1)].health == "UNHEALTHY"  # the last good set is served
+    api.outage(False)
+    await envoy_sees(stack, {0: "HEALTHY", 1: "HEALTHY"}, what="the change during the outage")
+    assert api.lists >= 4
