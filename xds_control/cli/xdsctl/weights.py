@@ -23,6 +23,7 @@ def fetch(app: XdsctlApp, pool: str | None, *, explain: bool) -> dict[str, Any]:
             known = ", ".join(sorted(data["pools"])) or "none"
             app.abort(f"xdsctl: no pool named {pool!r} (pools: {known})", 1)
         data["pools"] = {pool: data["pools"][pool]}
+        data["autoscale"] = {k: v for k, v in data.get("autoscale", {}).items() if k == pool}
     return data
 
 
@@ -55,12 +56,11 @@ def command(
             table.add_row(*cells, e["reason"])
     app.console.print(table)
     for name, advice in data.get("autoscale", {}).items():
-        if name in data["pools"]:
-            app.console.print(
-                f"{name}: {advice['recommended_replicas']} replicas recommended "
-                f"(now {advice['current_replicas']}): {advice['reason']}",
-                markup=False,
-                highlight=False,
-            )
+        app.console.print(
+            f"{name}: {advice['recommended_replicas']} replicas recommended "
+            f"(now {advice['current_replicas']}): {advice['reason']}",
+            markup=False,
+            highlight=False,
+        )
     if data["engine"] and data.get("source_error"):
         app.err.print(f"signal source: {data['source_error']}", markup=False)
