@@ -100,6 +100,28 @@ def test_hpa_targets_are_pools_that_export_a_recommendation(ci_file: Path | None
         )
 
 
+@pytest.mark.parametrize("ci_file", SCENARIOS, ids=IDS)
+def test_rbac_grants_every_namespace_a_pool_watches(ci_file: Path | None) -> None:
+    """A pool in a namespace without the Role gets 403 on every list and serves nothing (the
+    chart refuses to render it; this holds the scenarios to the same rule). An empty
+    rbac.namespaces means the release's namespace, xds-control in deploy/README.md."""
+    data = values(ci_file)
+    if data["rbac"]["clusterWide"]:
+        return
+    granted = set(data["rbac"]["namespaces"] or ["xds-control"])
+    config = parse_config(text=yaml.safe_dump(data["config"]))
+    watched = {p.kubernetes.namespace for p in config.pools if p.kubernetes is not None}
+    assert watched <= granted
+
+
+def test_a_scenario_selects_endpoints_by_service() -> None:
+    """The chart's RBAC exists for EndpointSlice discovery; the central scenario uses it."""
+    config = parse_config(
+        text=yaml.safe_dump(values(CHART / "ci" / "central-values.yaml")["config"])
+    )
+    assert all(pool.kubernetes is not None for pool in config.pools)
+
+
 def test_mtls_values_name_the_mounted_certificates() -> None:
     data = values(CHART / "ci" / "mtls-values.yaml")
     assert data["tls"]["enabled"]

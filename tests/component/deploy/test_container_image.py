@@ -121,6 +121,11 @@ def test_context_builds_the_product_wheel_without_the_lab(tmp_path: Path) -> Non
     assert "xds_control/py.typed" in names
     assert any(n.startswith("xds_control/admin/v1/") and n.endswith("_pb2.py") for n in names)
     assert not any(n.startswith("xds_lab/") for n in names)
+    # The Dockerfile installs xds-control[kubernetes]; pip only warns about an unknown extra,
+    # so a renamed one would ship an image without EndpointSlice discovery.
+    assert "[kubernetes]" in DOCKERFILE
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    assert "Provides-Extra: kubernetes" in zipfile.ZipFile(wheel).read(metadata).decode()
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert (
         "xds-control = xds_control.cli.main:app"
