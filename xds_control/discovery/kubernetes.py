@@ -15,7 +15,6 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import structlog
 
 from xds_control.config.discovery import KubernetesDiscovery
@@ -94,7 +93,7 @@ class KubernetesSource:
                     version = await self._watch(version)
             except Gone as exc:
                 self._log.info("resourceVersion expired; listing again", reason=str(exc))
-            except (DiscoveryError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            except Exception as exc:  # whatever the server sends, list again; never stop
                 message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
                 self._fail(f"{self._settings.namespace}/{self._settings.service}: {message}")
                 await asyncio.sleep(backoff)

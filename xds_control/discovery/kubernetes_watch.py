@@ -106,9 +106,7 @@ async def watch_slices(
         if resp.status != 200:
             raise _status_error(resp.status, await resp.read(), what=what)
         async for line in _lines(resp.content):
-            event = _event(line, what=what)
-            if event is not None:
-                yield event
+            yield _event(line, what=what)
     finally:
         resp.close()
 
@@ -128,7 +126,7 @@ async def _lines(content: Any) -> AsyncIterator[bytes]:
         yield buffer
 
 
-def _event(line: bytes, *, what: str) -> WatchEvent | None:
+def _event(line: bytes, *, what: str) -> WatchEvent:
     try:
         data = json.loads(line)
         kind, obj = str(data["type"]), data["object"]
