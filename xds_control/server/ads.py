@@ -219,7 +219,7 @@ class AdsHandler:
         stream = AdsStream(
             stream_id=next(self._ids),
             snapshot_of=self._cache.snapshot,
-            on_ack=self._registry.notify_ack,
+            events=self._registry,
         )
         parse = discovery_pb2.DiscoveryRequest.FromString
         await self._serve(stream, stream.on_request, parse, requests, context)
@@ -232,7 +232,7 @@ class AdsHandler:
         stream = DeltaStream(
             stream_id=next(self._ids),
             snapshot_of=self._cache.snapshot,
-            on_ack=self._registry.notify_ack,
+            events=self._registry,
         )
         parse = discovery_pb2.DeltaDiscoveryRequest.FromString
         await self._serve(stream, stream.on_request, parse, requests, context)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 
+from xds_control.server.diffs import changed_names, remember
 from xds_control.server.metrics import REQUESTS
 from xds_control.server.session import XdsStream
 from xds_control.server.state import SentResponse, TypeState
@@ -84,12 +85,20 @@ class DeltaStream(XdsStream):
         if resources.version == state.nacked_version:
             return None  # Envoy rejected exactly this content; wait for a new version.
         first_answer = state.wildcard and state.responses == 0 and not state.sent
-        entries = self._settled(state, _changed(state, resources))
-        removed = self._removed(state, snapshot, resources)
+        if state.synced == resources.version and not first_answer:
+            return None  # in step with this version (the usual case for all but one type)
+        changed = _changed(state, resources)
+        entries = self._settled(state, changed)
+        removed, held = self._removed(state, snapshot, resources)
+        whole = len(entries) == len(changed) and not held  # nothing waits: in step after this
         if not entries and not removed and not first_answer:
+            if whole:
+                _synced(state, resources)
             return None
         response = SentResponse(version=resources.version, entries=entries, removed=removed)
         nonce = self._record(state, response)
+        if whole:
+            _synced(state, resources)
         return delta_response(
             header=resources.delta_header,
             entries=entries.values(),
@@ -99,17 +108,25 @@ class DeltaStream(XdsStream):
 
     def _removed(
         self, state: TypeState, snapshot: Snapshot, resources: ResourceSet[Message]
-    ) -> tuple[str, ...]:
+    ) -> tuple[tuple[str, ...], bool]:
+        """Names to announce as removed, and whether some must wait (a route names them)."""
         if state.type_url not in _REMOVABLE:
-            return ()
+            return (), False
         gone = {
             name
             for name in state.sent.keys() - resources.resources.keys()
             if state.wildcard or name in state.names
         }
-        if state.type_url == urls.CLUSTER:
-            gone -= self.held_clusters(snapshot)
-        return tuple(sorted(gone))
+        held = frozenset[str]()
+        if state.type_url == urls.CLUSTER and gone:
+            held = self.held_clusters(snapshot) & gone
+            gone -= held
+        return tuple(sorted(gone)), bool(held)
+
+
+def _synced(state: TypeState, resources: ResourceSet[Message]) -> None:
+    state.synced = resources.version
+    remember(resources)
 
 
 def _subscribe(
@@ -132,6 +149,8 @@ def _subscribe(
         state.wildcard = True
     if WILDCARD in unsubscribe:
         state.wildcard = False
+    if first or subscribe or unsubscribe:
+        state.synced = ""  # names asked for anew (or dropped): look at each of them
     subscribe.discard(WILDCARD)
     unsubscribe.discard(WILDCARD)
     # A name subscribed again is sent again (Envoy dropped it when it unsubscribed).
@@ -145,11 +164,19 @@ def _changed(
     state: TypeState, resources: ResourceSet[Message]
 ) -> dict[str, PreparedResource[Message]]:
     # A cluster the snapshot does not know gets an empty assignment, so that it finishes
-    # warming instead of waiting for ever.
-    wanted = state.names | resources.resources.keys() if state.wildcard else state.names
+    # warming instead of waiting for ever. A stream in step with an earlier version looks only
+    # at the names that changed since (``diffs``): for a one-pool change, one name.
+    known = resources.resources
+    changed = changed_names(state.synced, resources) if state.synced else None
+    if changed is None:
+        wanted = state.names | known.keys() if state.wildcard else state.names
+    elif state.wildcard:
+        wanted = frozenset(n for n in changed if n in state.names or n in known)
+    else:
+        wanted = changed & state.names
     entries: dict[str, PreparedResource[Message]] = {}
     for name in sorted(wanted):
-        prepared = resources.resources.get(name)
+        prepared = known.get(name)
         if prepared is None and state.type_url == urls.ENDPOINT and name not in state.sent:
             prepared = empty_assignment(name)
         if prepared is not None and state.sent.get(name) != prepared.digest:

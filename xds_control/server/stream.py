@@ -12,6 +12,7 @@ from collections.abc import Callable
 from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 
+from xds_control.server.diffs import changed_names, remember
 from xds_control.server.metrics import REQUESTS
 from xds_control.server.session import XdsStream
 from xds_control.server.state import Entries, SentResponse, TypeState
@@ -86,13 +87,19 @@ class AdsStream(XdsStream):
         if snapshot is None:
             return None
         resources = snapshot.resource_set(state.type_url)
+        if state.synced == resources.version:
+            return None  # in step with this version: nothing to send (the usual case)
         if state.wildcard:
-            response = self._complete(state, snapshot, resources)
+            response, whole = self._complete(state, snapshot, resources)
         else:
-            response = _changes(state, resources, ready=self._settled)
+            response, whole = _changes(state, resources, ready=self._settled)
         if response is None or response.version == state.nacked_version:
+            if response is None and whole:
+                _synced(state, resources)
             return None  # nothing new, or Envoy rejected exactly this content
         nonce = self._record(state, response)
+        if whole:
+            _synced(state, resources)
         if response.version == resources.version:
             header = resources.header
         else:
@@ -101,7 +108,7 @@ class AdsStream(XdsStream):
 
     def _complete(
         self, state: TypeState, snapshot: Snapshot, resources: ResourceSet[Message]
-    ) -> SentResponse | None:
+    ) -> tuple[SentResponse | None, bool]:
         # CDS and LDS carry the whole set; a dropped cluster some route still names stays in it.
         known = resources.resources
         version = resources.version
@@ -113,11 +120,12 @@ class AdsStream(XdsStream):
             if held:
                 digests = "".join(f"{n}\0{p.digest}\0" for n, p in held.items())
                 version = f"{version}+{hashlib.sha256(digests.encode()).hexdigest()[:8]}"
+        # In step means exactly the snapshot's set, nothing held (what is held may go later).
         if state.sent_version and _has(state.sent, known, held):
-            return None  # the usual case on every change: only then build the response
+            return None, not held  # only when something differs is the response built
         entries = {name: known[name] for name in sorted(known)}
         entries.update(held)  # held clusters are no longer in the snapshot: no name twice
-        return SentResponse(version=version, entries=entries, complete=True)
+        return SentResponse(version=version, entries=entries, complete=True), not held
 
 
 def _has(sent: dict[str, str], *parts: Entries) -> bool:
@@ -137,29 +145,42 @@ def _changes(
     resources: ResourceSet[Message],
     *,
     ready: Callable[[TypeState, Entries], Entries],
-) -> SentResponse | None:
+) -> tuple[SentResponse | None, bool]:
     # EDS and RDS carry only what differs from what this Envoy has (xDS protocol, "Grouping
     # Resources into Responses"). A cluster the snapshot does not know gets an empty assignment,
-    # so that it finishes warming instead of waiting for ever.
-    # Every stream runs this on every change, mostly to find nothing: sort only what differs.
+    # so that it finishes warming instead of waiting for ever. Also says whether the response
+    # (if any) leaves the stream in step with ``resources``: nothing that differs held back.
+    # Every stream runs this on every change, mostly to find one name or none: a stream in step
+    # with an earlier version looks only at the names that changed since (``diffs``).
     known, sent = resources.resources, state.sent
+    names: frozenset[str] = state.names
+    if state.synced and (changed := changed_names(state.synced, resources)) is not None:
+        names = changed & names if len(changed) < len(names) else names & changed
     differs: dict[str, PreparedResource[Message]] = {}
-    for name in state.names:
+    for name in names:
         prepared = known.get(name)
         if prepared is None and state.type_url == urls.ENDPOINT and name not in sent:
             prepared = empty_assignment(name)
         if prepared is not None and sent.get(name) != prepared.digest:
             differs[name] = prepared
     if not differs:
-        return None
+        return None, True
     entries = dict(ready(state, {name: differs[name] for name in sorted(differs)}))
-    return SentResponse(version=resources.version, entries=entries) if entries else None
+    whole = len(entries) == len(differs)
+    return (SentResponse(version=resources.version, entries=entries) if entries else None), whole
+
+
+def _synced(state: TypeState, resources: ResourceSet[Message]) -> None:
+    state.synced = resources.version
+    remember(resources)
 
 
 def _subscribe(state: TypeState, request: discovery_pb2.DiscoveryRequest) -> None:
     names = frozenset(request.resource_names)
-    state.wildcard = state.type_url in urls.WILDCARD_TYPES and (not names or "*" in names)
-    state.names = names
+    wildcard = state.type_url in urls.WILDCARD_TYPES and (not names or "*" in names)
+    if names != state.names or wildcard != state.wildcard:
+        state.synced = ""  # names asked for anew: look at each of them
+    state.wildcard, state.names = wildcard, names
     if not state.wildcard:
         # Envoy drops what it no longer asks for: asked again, it is sent again.
         for known in (state.sent, state.acked):
@@ -180,3 +201,4 @@ def _resume(state: TypeState, resources: ResourceSet[Message], version: str) -> 
         state.adopt(resources.resources, has)
     elif not state.wildcard:
         state.sent.update(dict.fromkeys(state.names, _UNKNOWN))
+        state.synced = ""

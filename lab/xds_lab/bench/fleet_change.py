@@ -14,7 +14,7 @@ from xds_control.config import DEFAULT_GROUP, Config, parse_config
 from xds_control.control import EndpointWeight, reconcile_groups
 from xds_control.discovery import Endpoint
 from xds_control.xds import type_urls as urls
-from xds_lab.bench.fleet_report import FleetResult
+from xds_lab.bench.fleet_report import FleetResult, process_cpu_s
 from xds_lab.bench.push_cell import AckWaiter
 
 __all__ = ["ACK_TIMEOUT_S", "Fleet", "fleet_config", "wait_for_acks"]
@@ -62,6 +62,7 @@ class Fleet:
     waiter: AckWaiter
     nodes: list[str]
     rng: random.Random
+    clients_pid: int = 0
     weights: dict[str, EndpointWeight] = field(default_factory=dict)
 
     async def change(self, result: FleetResult) -> None:
@@ -78,9 +79,11 @@ class Fleet:
         )[DEFAULT_GROUP]
         self.waiter.expect(version=snapshot.resource_set(urls.ENDPOINT).version, nodes=self.nodes)
         cpu1, t1 = time.process_time(), time.perf_counter()
+        clients0 = process_cpu_s(self.clients_pid)
         self.cache.set_snapshot(DEFAULT_GROUP, snapshot)
         await wait_for_acks(self.waiter, ACK_TIMEOUT_S)
         cpu2 = time.process_time()
+        result.clients_cpu_s.append(process_cpu_s(self.clients_pid) - clients0)
         result.build_s.append(t1 - t0)
         result.ack_s.append(self.waiter.finished_at - t1)
         result.first_ack_s.append(self.waiter.first_at - t1)

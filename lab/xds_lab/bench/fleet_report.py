@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,7 +10,16 @@ from pathlib import Path
 from xds_lab.bench.tables import markdown_table
 from xds_lab.loadgen import percentile
 
-__all__ = ["FleetResult", "memory_lines", "results_table", "rss_mb"]
+__all__ = ["FleetResult", "memory_lines", "process_cpu_s", "results_table", "rss_mb"]
+
+
+def process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb() -> float:
@@ -38,6 +48,8 @@ class FleetResult:
     """Process CPU (all threads) from before the build to the last ACK."""
     push_cpu_s: list[float] = field(default_factory=list)
     """Process CPU from ``set_snapshot`` to the last ACK: the push alone."""
+    clients_cpu_s: list[float] = field(default_factory=list)
+    """The light clients' process's CPU over the same span: what answering costs them."""
     timed_changes: int = 0
     """The first ``timed_changes`` samples are back to back; the rest are the soak's."""
     soak_s: float = 0.0
@@ -54,6 +66,7 @@ def results_table(r: FleetResult) -> str:
     """Markdown: latency and CPU per change, back to back and during the soak."""
     header = ["Phase", "Changes", "last ACK p50 ms", "last ACK p99 ms", "max ms"]
     header += ["first ACK p50 ms", "build p50 ms", "CPU s/push p50", "push-only CPU s p50"]
+    header += ["clients CPU s p50"]
     rows = []
     phases = (
         ("back to back", slice(0, r.timed_changes)),
@@ -74,6 +87,7 @@ def results_table(r: FleetResult) -> str:
                 _ms(r.build_s[part], 50),
                 f"{percentile(r.cpu_s[part], 50):.3f}",
                 f"{percentile(r.push_cpu_s[part], 50):.3f}",
+                f"{percentile(r.clients_cpu_s[part], 50):.3f}",
             ]
         )
     return markdown_table(header=header, rows=rows)

@@ -121,6 +121,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
     started = time.perf_counter()
     try:
         await clients.start()
+        fleet.clients_pid = clients.proc.pid if clients.proc is not None else 0
         await asyncio.gather(*(envoy.start() for envoy in envoys))
         await wait_for_acks(waiter, SYNC_TIMEOUT_S)
         result.sync_s = time.perf_counter() - started
