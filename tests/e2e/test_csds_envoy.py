@@ -1,8 +1,10 @@
 """CSDS on the xDS port with a real Envoy: every resource SYNCED once Envoy ACKs it; a route
-table Envoy rejects shows ERROR / NACKED with Envoy's own words, while the others stay SYNCED;
-the same on either xDS variant."""
+table Envoy rejects shows ERROR / NACKED with Envoy's own words and when, while the others stay
+SYNCED; the same on either xDS variant."""
 
 from __future__ import annotations
+
+import time
 
 import grpc
 from envoy.admin.v3 import config_dump_shared_pb2 as dump
@@ -15,11 +17,12 @@ from xds_control.xds import type_urls as urls
 OVERSIZED = "(tenant|team|org)-[a-z0-9]{1,40}-(prod|staging|dev){1,3}"
 """Valid RE2 whose compiled program is over Envoy's default limit: Envoy NACKs the route."""
 
-Row = tuple[str, str, str, str]
+Row = tuple[str, str, str, str, float]
 
 
 async def csds(stack: EchoStack, node_id: str = "envoy-0") -> dict[tuple[str, str], Row]:
-    """(type, name) -> (config status, client status, version, NACK text) for ``node_id``."""
+    """(type, name) -> (config status, client status, version, NACK text, NACK time) for
+    ``node_id``."""
     request = csds_pb2.ClientStatusRequest(
         node_matchers=[node_pb2.NodeMatcher(node_id=string_pb2.StringMatcher(exact=node_id))]
     )
@@ -38,6 +41,7 @@ async def csds(stack: EchoStack, node_id: str = "envoy-0") -> dict[tuple[str, st
             dump.ClientResourceStatus.Name(r.client_status),
             r.version_info,
             r.error_state.details,
+            r.error_state.last_update_attempt.ToNanoseconds() / 1e9,
         )
         for r in config.generic_xds_configs
     }
@@ -57,6 +61,7 @@ async def test_csds_reports_synced_then_nacked_with_envoys_words(stack: EchoStac
     assert rows["EDS", "chat"][2]  # the version Envoy ACKed
 
     match = {"headers": [{"name": "x-tenant", "regex": OVERSIZED}]}
+    edited_at = time.time()
     stack.write_config(weighted_config(stack, [10, 10], match=match))
 
     async def route_nacked() -> bool:
@@ -69,6 +74,7 @@ async def test_csds_reports_synced_then_nacked_with_envoys_words(stack: EchoStac
     [nacked] = [r for (kind, _), r in rows.items() if kind == "RDS"]
     assert nacked[0] == "ERROR"
     assert "max program size" in nacked[3], nacked
+    assert edited_at <= nacked[4] <= time.time()  # when Envoy refused it
     others = {key: r for key, r in rows.items() if key[0] != "RDS"}
     assert all(r[0] == "SYNCED" for r in others.values()), others
 

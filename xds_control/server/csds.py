@@ -6,9 +6,10 @@ Per node and resource (``GenericXdsConfig``): ``version_info`` is the version of
 Envoy last ACKed for that type; ``last_updated`` when; ``config_status`` compares what Envoy
 runs with what we serve now: SYNCED (it ACKed the content we serve), STALE (it runs other
 content, or what we sent is not answered yet), ERROR (it NACKed the last one: ``error_state``
-has Envoy's words and the version it refused), NOT_SENT (we serve it, it asked, nothing went
-out yet). ``client_status`` is ACKED, NACKED or REQUESTED. ``xds_config`` is the content Envoy
-ACKed, unless the request sets ``exclude_resource_contents``.
+has Envoy's words, the version it refused and when, ``last_update_attempt``), NOT_SENT (we
+serve it, it asked, nothing went out yet). ``client_status`` is ACKED, NACKED or REQUESTED.
+``xds_config`` is the content Envoy ACKed, unless the request sets
+``exclude_resource_contents``.
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ def _resource(
     if client_status == dump.NACKED:
         out.error_state.details = state.last_error or ""
         out.error_state.version_info = state.nacked_version or ""
+        if state.nacked_at:
+            out.error_state.last_update_attempt.CopyFrom(_timestamp(state.nacked_at))
     return out
 
 
