@@ -12,7 +12,7 @@ import functools
 import itertools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from envoy.config.core.v3 import base_pb2
@@ -25,7 +25,7 @@ from xds_control.server.state import Entries, SentResponse, TypeState
 from xds_control.xds import PreparedResource, Snapshot
 from xds_control.xds import type_urls as urls
 
-__all__ = ["TypeState", "XdsStream"]  # TypeState (from state.py): server modules import it here too
+__all__ = ["StreamEvents", "TypeState", "XdsStream"]  # TypeState: from state.py
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +40,19 @@ _WAITS_FOR = {
 }
 """After a request of the key's type, the value's type may have a response that was waiting:
 a dropped cluster waits for route tables, a route table for new clusters' endpoints."""
+
+
+class StreamEvents(Protocol):
+    """Who hears what happens on a stream (``registry.StreamRegistry``): called synchronously,
+    once per event, never per stream and change when nothing happens."""
+
+    def connected(self, stream: XdsStream) -> None: ...
+
+    def pushed(self, stream: XdsStream, state: TypeState) -> None: ...
+
+    def acked(self, stream: XdsStream, state: TypeState) -> None: ...
+
+    def nacked(self, stream: XdsStream, state: TypeState) -> None: ...
 
 
 @functools.cache
@@ -60,10 +73,10 @@ class XdsStream(abc.ABC):
         *,
         stream_id: int,
         snapshot_of: Callable[[str], Snapshot | None],
-        on_ack: Callable[[XdsStream, TypeState], None] | None = None,
+        events: StreamEvents | None = None,
     ) -> None:
         self.stream_id = stream_id
-        self._on_ack = on_ack
+        self._events = events
         self.node: base_pb2.Node | None = None
         self.group = ""
         self.types: dict[str, TypeState] = {}
@@ -80,11 +93,14 @@ class XdsStream(abc.ABC):
             self.node = node
             self.group = group
             self._log = self._log.bind(node_id=node.id)
+            if self._events is not None:
+                self._events.connected(self)
 
     def _record(self, state: TypeState, response: SentResponse) -> str:
         """Book a response about to be written; return its nonce."""
         nonce = str(next(self._nonces))
         state.nonce = nonce
+        new_version = response.version != state.sent_version
         state.sent_version = response.version
         state.responses += 1
         state.in_flight[nonce] = response
@@ -105,6 +121,8 @@ class XdsStream(abc.ABC):
             removed=len(response.removed),
             nonce=nonce,
         )
+        if new_version and self._events is not None:
+            self._events.pushed(self, state)
         return nonce
 
     def _accept(self, state: TypeState, response: SentResponse) -> None:
@@ -119,8 +137,8 @@ class XdsStream(abc.ABC):
         state.rejected -= response.entries.keys()
         state.acked_version = response.version
         state.acked_at = time.time()
-        if self._on_ack is not None:
-            self._on_ack(self, state)
+        if self._events is not None:
+            self._events.acked(self, state)
 
     def _reject(self, state: TypeState, response: SentResponse, error: str) -> None:
         """Envoy NACKed ``response``: count it, keep Envoy's words, never loop on it."""
@@ -131,6 +149,9 @@ class XdsStream(abc.ABC):
         state.nacked_version = response.version
         state.last_error = error
         state.nacked_at = time.time()
+        state.synced = ""  # what it rejected is no longer as good as sent
+        if self._events is not None:
+            self._events.nacked(self, state)
         for name in response.entries:  # Envoy keeps its old one: a fixed version goes out
             state.sent.pop(name, None)
         state.rejected.update(response.entries)

@@ -56,6 +56,10 @@ class TypeState:
     """Responses by nonce that Envoy has not answered yet."""
     rejected: set[str] = field(default_factory=set)
     """Names whose last response Envoy NACKed: nothing waits for them."""
+    synced: str = ""
+    """The version of this type's resources that ``sent`` was last found (or made) to match
+    for every name asked for; empty when unknown (a NACK, a new subscription, a reconnect).
+    From there a new version needs a look only at the names that changed (``diffs``)."""
 
     def describe(self) -> dict[str, Any]:
         """JSON view for the admin API."""
@@ -74,6 +78,7 @@ class TypeState:
     def adopt(self, resources: Entries, versions: Mapping[str, str]) -> None:
         """Envoy says it has ``versions`` (name -> digest): what matches the snapshot is known
         content, as good as sent and accepted on this stream."""
+        self.synced = ""
         for name, version in versions.items():
             self.sent[name] = version
             prepared = resources.get(name)
