@@ -16,6 +16,8 @@ FROM python:${PYTHON_VERSION}-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     XDS_CONTROL_LOG_FORMAT=json
+# Only the wheels built above can be installed (--no-index): stage 1 chose their versions.
+# hadolint ignore=DL3013
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-cache-dir --no-index --find-links /wheels "xds-control[kubernetes]" \
     && groupadd --system --gid 10001 xds \

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from helm_chart import CHART, ROOT, validate, values
 
@@ -93,16 +92,3 @@ def test_example_manifest_puts_both_containers_on_one_socket(tmp_path: Path) -> 
         assert "emptyDir" in volumes[shared[0]]
     # The socket's mode is 0660: Envoy gets in through the group both containers share.
     assert pod["securityContext"]["runAsGroup"] == pod["securityContext"]["fsGroup"]
-
-
-@pytest.mark.parametrize("path", [EXAMPLE, ROOT / "deploy/examples/central/envoy-gateway.yaml"])
-def test_example_bootstraps_are_the_repositorys(path: Path) -> None:
-    docs = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
-    key = "xds-control/bootstrap-source"
-    maps = [d for d in docs if key in d["metadata"].get("annotations", {})]
-    assert maps
-    for config_map in maps:
-        source = ROOT / config_map["metadata"]["annotations"][key]
-        assert yaml.safe_load(config_map["data"]["bootstrap.yaml"]) == yaml.safe_load(
-            source.read_text()
-        )
