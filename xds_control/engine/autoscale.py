@@ -148,29 +148,48 @@ def recommend(
     keep = max(policy.scale_up_window_s, policy.scale_down_window_s)
     history = previous.history if previous is not None else ((now, current),)
     history = (*(h for h in history if now - h[0] <= keep), (now, desired))
-    up = min(d for t, d in history if now - t <= policy.scale_up_window_s)
-    down = max(d for t, d in history if now - t <= policy.scale_down_window_s)
-    replicas = current
-    if up > current:
-        replicas = min(up, current + policy.max_step)
-        why += f"; out to {replicas} (lowest of the last {policy.scale_up_window_s:g} s: {up})"
-    elif down < current:
-        replicas = max(down, current - policy.max_step)
-        why += f"; in to {replicas} (highest of the last {policy.scale_down_window_s:g} s: {down})"
+    replicas, moved = _stabilise(history, policy, current=current, now=now)
     pending = previous.replicas if previous is not None else current
-    ceiling = max(current, min(pending, replicas))
-    if replicas > ceiling and load.lagging:
-        replicas = ceiling
-        why += f"; held at {ceiling}: newest replicas miss P95 TTFT or are unhealthy"
-        why += f" ({', '.join(load.lagging)})"
+    replicas, held = _hold(replicas, lagging=load.lagging, current=current, pending=pending)
     return Recommendation(
         replicas=_clamp(replicas, policy),
         current=load.replicas,
         desired=desired,
-        reason=why,
+        reason=why + moved + held,
         load=load,
         history=history,
         computed_at=now,
+    )
+
+
+def _stabilise(
+    history: tuple[tuple[float, int], ...], policy: AutoscalePolicy, *, current: int, now: float
+) -> tuple[int, str]:
+    """Out to the lowest desired count of the up window, in to the highest of the down window,
+    at most ``max_step`` away from ``current``; and what moved it."""
+    up_window, down_window = policy.scale_up_window_s, policy.scale_down_window_s
+    up = min(d for t, d in history if now - t <= up_window)
+    down = max(d for t, d in history if now - t <= down_window)
+    if up > current:
+        out = min(up, current + policy.max_step)
+        return out, f"; out to {out} (lowest of the last {up_window:g} s: {up})"
+    if down < current:
+        into = max(down, current - policy.max_step)
+        return into, f"; in to {into} (highest of the last {down_window:g} s: {down})"
+    return current, ""
+
+
+def _hold(
+    replicas: int, *, lagging: tuple[str, ...], current: int, pending: int
+) -> tuple[int, str]:
+    """No more than already asked for (``pending``, or ``current`` if higher) while any of the
+    newest replicas lag."""
+    ceiling = max(current, min(pending, replicas))
+    if replicas <= ceiling or not lagging:
+        return replicas, ""
+    return ceiling, (
+        f"; held at {ceiling}: newest replicas miss P95 TTFT or are unhealthy"
+        f" ({', '.join(lagging)})"
     )
 
 
@@ -183,16 +202,21 @@ def _desired(policy: AutoscalePolicy, load: PoolLoad, *, current: int) -> tuple[
     asks: list[tuple[int, str]] = []
     if load.request_rate is not None:
         ratio = load.request_rate / (current * policy.qps_per_replica)
-        count = math.ceil(load.request_rate / policy.qps_per_replica)
+        count = _ceil(load.request_rate / policy.qps_per_replica)
         asks.append((_within(count, ratio, current, policy), f"{load.request_rate:.3g} req/s"))
     if load.gpu_memory is not None:
         # No tolerance band: a gauge near 1 has no room above the target for one.
-        count = math.ceil(current * load.gpu_memory / policy.gpu_memory_target)
+        count = _ceil(current * load.gpu_memory / policy.gpu_memory_target)
         asks.append((count, f"GPU memory {load.gpu_memory:.0%}"))
     if not asks:
         return current, "no request rate or GPU memory reading: current count"
     count, what = max(asks)
     return _clamp(count, policy), f"{what} calls for {count}"
+
+
+def _ceil(value: float) -> int:
+    # 4 * 0.95 / 0.95 may come out a hair above 4; that must not ask for a fifth replica.
+    return math.ceil(value - 1e-9)
 
 
 def _within(count: int, ratio: float, current: int, policy: AutoscalePolicy) -> int:
