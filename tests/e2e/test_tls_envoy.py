@@ -1,6 +1,8 @@
 """Mutual TLS on the xDS port with a real Envoy: a client certificate from the CA that names
 the node syncs and serves traffic; with ``verify_node_id`` an Envoy whose node id its
-certificate does not name gets nothing (its stream ends with PERMISSION_DENIED)."""
+certificate does not name gets nothing (its stream ends with PERMISSION_DENIED); a server
+certificate renewed on disk is what a new Envoy's connection gets, while a connected Envoy's
+stream keeps taking changes."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from e2e.stack import EchoStack, traffic, weighted_config
+from e2e.stack import EchoStack, eventually, traffic, weighted_config
 from e2e.tls_ca import TestCa
 from xds_control.xds.bootstrap import XdsTls
 from xds_lab.harness.envoy import EnvoyProcess
@@ -69,3 +71,29 @@ async def test_a_node_id_its_certificate_does_not_name_is_refused(
     log = (stack.workdir / "xds-control-0.log").read_text()
     assert "node refused" in log
     assert "envoy-1" in log
+
+
+async def test_a_renewed_server_certificate_serves_new_envoys_and_keeps_the_connected_one(
+    stack: EchoStack, tmp_path: Path
+) -> None:
+    ca = TestCa(tmp_path / "pki")
+    config = tls_config(stack, ca)
+    await stack.start(config, envoys=0)
+    first = envoy(stack, ca, node_id="envoy-0", named="envoy-0", workdir=tmp_path / "first")
+    await first.start()
+    await first.wait_live()
+
+    ca.server()  # renewed in place: a new key and certificate from the same CA
+    stack.write_config({**config, **weighted_config(stack, [7, 3])})
+
+    async def first_runs_the_change() -> bool:
+        return set((await stack.envoy_weights(envoy=first)).values()) == {7, 3}
+
+    await eventually(first_runs_the_change, what="the connected Envoy running the change")
+    assert (await first.stats())["control_plane.connected_state"] == 1
+    second = envoy(stack, ca, node_id="envoy-1", named="envoy-1", workdir=tmp_path / "second")
+    await second.start()
+    await second.wait_live()  # a handshake with the renewed certificate
+    log = (stack.workdir / "xds-control-0.log").read_text()
+    assert "tls certificates reloaded" in log
+    assert "rejected" not in log

@@ -1,5 +1,6 @@
 """The gRPC server: ADS, CSDS (client status), health and reflection on one port (TCP, or a
-Unix socket for a sidecar), plaintext or TLS (mutual with a client CA)."""
+Unix socket for a sidecar), plaintext or TLS (mutual with a client CA; the certificates are
+re-read when their files change, ``tls.py``)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from xds_control.server.ads import AdsHandler
 from xds_control.server.csds import CSDS_SERVICE, CsdsServicer
 from xds_control.server.peer import node_named_by_certificate
 from xds_control.server.registry import StreamRegistry
+from xds_control.server.tls import CertificateFiles
 from xds_control.xds.type_urls import ADS_SERVICE
 
 __all__ = ["XdsServer"]
@@ -92,16 +94,7 @@ def _options(settings: GrpcConfig) -> list[tuple[str, int]]:
 
 
 def _credentials(tls: TlsConfig | None) -> grpc.ServerCredentials | None:
-    if tls is None:
-        return None
-    try:
-        key, cert = tls.key_file.read_bytes(), tls.cert_file.read_bytes()
-        ca = tls.client_ca_file.read_bytes() if tls.client_ca_file is not None else None
-    except OSError as exc:
-        raise ServeError(f"tls: cannot read {exc.filename}: {exc.strerror}") from exc
-    return grpc.ssl_server_credentials(
-        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
-    )
+    return CertificateFiles(tls).credentials() if tls is not None else None
 
 
 def _listen(
