@@ -10,18 +10,24 @@ DRAINING or UNHEALTHY one not at all; an endpoint with no estimate yet counts as
 mean. Weights are 100 x capacity / the route's largest pool's, then smoothed, step-limited,
 quantised and held by hysteresis exactly as endpoint weights are (``stability``): each change
 moves requests between pools, whose KV caches share nothing.
+
+Capacities compare across pools only when their step times are the same kind of measure:
+vLLM and SGLang export the time between tokens (a decode step), Triton (and ONNX Runtime
+behind it) only compute time per execution, which for a generative model spans a whole
+request, so a Triton pool would read some output-length times slower than it is. A route
+that mixes the two kinds keeps its static weights (``measures_comparable``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from xds_control.config import Config, WeightPolicy
+from xds_control.config import Config, Engine, WeightPolicy
 from xds_control.discovery import Health
 from xds_control.engine.decision import WeightDecision
 from xds_control.engine.stability import ewma, publish
@@ -31,6 +37,7 @@ __all__ = [
     "RouteWeights",
     "compute_pool_weights",
     "compute_route_weights",
+    "measures_comparable",
     "pool_capacity",
     "route_key",
 ]
@@ -138,6 +145,18 @@ def compute_pool_weights(
     }
 
 
+PER_REQUEST_STEP = frozenset({Engine.TRITON, Engine.ONNXRUNTIME})
+"""Engines whose step time is compute time per execution (a whole request), not per token."""
+
+
+def measures_comparable(engines: Iterable[Engine]) -> bool:
+    """Whether pools of these engines have capacities in the same unit: all per-token step
+    times, or all per-request ones (then only alike when their requests are alike, which a
+    random split between them makes so)."""
+    kinds = {engine in PER_REQUEST_STEP for engine in engines}
+    return len(kinds) <= 1
+
+
 RouteWeights = Mapping[str, Mapping[str, PoolWeight]]
 """``listener/route`` -> pool name -> its weight on that route."""
 
@@ -156,11 +175,13 @@ def compute_route_weights(
 ) -> dict[str, dict[str, PoolWeight]]:
     """Pool weights for every route over several pools (``compute_pool_weights``), each with
     the stability settings (``weights``) of the route's first pool; a route whose pools are
-    not all measured is left out."""
+    not all measured, or not measured in the same unit, is left out."""
     out: dict[str, dict[str, PoolWeight]] = {}
     for listener in config.listeners:
         for route in listener.routes:
             if not route.pools:
+                continue
+            if not measures_comparable(config.pool(name).engine for name in route.pool_names()):
                 continue
             key = route_key(listener.name, route.name)
             weights = compute_pool_weights(

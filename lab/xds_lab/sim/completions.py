@@ -2,13 +2,16 @@
 scheduler, answer as JSON or as server-sent events as the tokens come out.
 
 Failures look like a real engine's: an injected error is a 500, a full queue the profile's
-status, a request longer than the context a 400, and a restart mid-request a 503.
+status, a request longer than the context a 400, and a restart mid-request a 503. A body that
+is not a completion request is a 400 too, unless the profile is ``lenient_body`` (then its text
+is the prompt).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import random
 import time
 
@@ -19,6 +22,7 @@ from xds_lab.sim.openai_api import (
     completion_body,
     error_body,
     filler_text,
+    lenient_request,
     parse_request,
     stream_chunk,
 )
@@ -77,12 +81,13 @@ class Completions:
         if self.faults.error_rate and self._rng.random() < self.faults.error_rate:
             self.stats.requests_failed += 1
             return self._error(500, "injected fault", "InternalServerError")
+        raw = await request.read()
         try:
-            parsed = parse_request(
-                await request.json(), chat=chat, default_model=self.profile.model
-            )
+            parsed = parse_request(json.loads(raw), chat=chat, default_model=self.profile.model)
         except JSON_ERRORS as exc:
-            return self._error(400, str(exc), "BadRequestError")
+            if not self.profile.lenient_body:
+                return self._error(400, str(exc), "BadRequestError")
+            parsed = lenient_request(raw, default_model=self.profile.model)
         loop = asyncio.get_running_loop()
         seq = SeqState(
             prompt_tokens=len(parsed.tokens),

@@ -21,6 +21,7 @@ __all__ = [
     "completion_body",
     "error_body",
     "filler_text",
+    "lenient_request",
     "parse_request",
     "stream_chunk",
 ]
@@ -70,6 +71,21 @@ def parse_request(body: object, *, chat: bool, default_model: str) -> ParsedRequ
         stream=bool(body.get("stream", False)),
         include_usage=include_usage,
         model=model if isinstance(model, str) and model else default_model,
+    )
+
+
+def lenient_request(raw: bytes, *, default_model: str) -> ParsedRequest:
+    """What a lenient server makes of a body that is not a completion request: its text is the
+    prompt, everything else the defaults. Some OpenAI-compatible gateways serve such bodies;
+    a profile with ``lenient_body`` does, so a test can tell "Envoy served it" from "the
+    server refused it"."""
+    text = raw.decode("utf-8", errors="replace")
+    return ParsedRequest(
+        tokens=text_tokens(text) or ["<empty>"],
+        max_tokens=DEFAULT_MAX_TOKENS,
+        stream=False,
+        include_usage=False,
+        model=default_model,
     )
 
 

@@ -106,6 +106,8 @@ class Profile:
     gpu_memory_mib: int
     max_model_len: int
     jitter: float
+    lenient_body: bool = False
+    """Serve a body that is not a completion request (its text as the prompt) instead of a 400."""
 
     def prefill_time(self, uncached_tokens: int) -> float:
         """Seconds one prefill pass takes for ``uncached_tokens`` prompt tokens (no jitter)."""
