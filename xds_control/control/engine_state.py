@@ -1,29 +1,33 @@
-"""The weight engine's state on disk, so a restarted control plane resumes instead of
-publishing the base weight.
+"""The weight engine's state on disk, so a restarted control plane resumes instead of publishing
+the base weight.
 
 The engine's whole state is its last decisions (``compute_weights`` takes them back as
 ``previous``), so the file holds those, per pool, minus the raw samples (which only explain a
-decision), plus what says whether they still apply: when they were saved, the hash of the
-config they were computed for, and the snapshot version they were published in. A state that
-is older than the shortest ``hold_s`` (the engine itself would stop trusting such weights) or
-from another config is ignored. The file is JSON, written to a temporary file beside it and
-renamed over it (``os.replace``), so a crash mid-write leaves the old file or the new one.
+decision), and the pool weights of routes over several pools (``compute_route_weights`` takes
+those back the same way; a file without them, from before they were saved, resumes none), plus
+what says whether they still apply: when they were saved, the hash of the config they were
+computed for, and the snapshot version they were published in. A state that is older than the
+shortest ``hold_s`` (the engine itself would stop trusting such weights) or from another config
+is ignored. The file is JSON, written to a temporary file beside it and renamed over it
+(``os.replace``), so a crash mid-write leaves the old file or the new one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from xds_control.config import Config
 from xds_control.discovery import Health
 from xds_control.engine import Factors, WeightDecision
+from xds_control.engine.pools import PoolWeight, RouteWeights
 
 __all__ = [
     "EngineState",
@@ -48,6 +52,8 @@ class EngineState:
     """The snapshot version these weights were published in."""
     saved_at: float
     pools: Mapping[str, tuple[WeightDecision, ...]]
+    routes: RouteWeights = field(default_factory=dict)
+    """``listener/route`` -> pool -> its weight on that route."""
 
 
 def config_hash(config: Config) -> str:
@@ -85,6 +91,10 @@ def encode_state(state: EngineState) -> str:
                 name: [_encode_decision(d) for d in decisions]
                 for name, decisions in state.pools.items()
             },
+            "routes": {
+                key: [_encode_pool_weight(w) for w in weights.values()]
+                for key, weights in state.routes.items()
+            },
         },
         separators=(",", ":"),
     )
@@ -104,6 +114,10 @@ def decode_state(text: str) -> EngineState:
             pools={
                 str(name): tuple(_decode_decision(d) for d in decisions)
                 for name, decisions in data["pools"].items()
+            },
+            routes={
+                str(key): {w.pool: w for w in map(_decode_pool_weight, weights)}
+                for key, weights in data.get("routes", {}).items()
             },
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -157,3 +171,14 @@ def _decode_decision(fields: dict[str, Any]) -> WeightDecision:
     if not isinstance(decision.weight, int) or not 1 <= decision.weight <= 100:
         raise ValueError(f"{decision.address}: weight {decision.weight!r} is not in 1..100")
     return decision
+
+
+def _encode_pool_weight(weight: PoolWeight) -> dict[str, Any]:
+    return dataclasses.asdict(weight)
+
+
+def _decode_pool_weight(fields: dict[str, Any]) -> PoolWeight:
+    weight = PoolWeight(**fields)
+    if not isinstance(weight.weight, int) or not 1 <= weight.weight <= 100:
+        raise ValueError(f"pool {weight.pool}: weight {weight.weight!r} is not in 1..100")
+    return weight

@@ -6,7 +6,8 @@ as the engine takes to reconverge. ``WarmStart`` holds the engine's weights acro
 
 - ``resume`` loads the state file an earlier process saved; when it is fresh and for the same
   config, the weigher resumes from it and its weights are published until signals arrive (the
-  same weights, so the same snapshot version: Envoys that reconnect get nothing new);
+  same weights, endpoint and pool ones, so the same snapshot version: Envoys that reconnect
+  get nothing new);
 - otherwise nothing is published until one round of signals came in, or
   ``restart.first_publish_wait_s`` passed (then the engine decides from what it has);
 - ``save`` keeps the state file current: when a weight changed, and every
@@ -34,10 +35,14 @@ from xds_control.control.engine_state import (
 from xds_control.control.reconcile import EndpointWeight
 from xds_control.control.weigher import Weigher
 from xds_control.discovery import Endpoint
+from xds_control.engine.pools import RouteWeights
 
 __all__ = ["WarmStart", "state_path"]
 
 log = structlog.get_logger(__name__)
+
+_Published = tuple[dict[str, EndpointWeight], dict[str, dict[str, int]]]
+"""Endpoint weights, and pool weights by route: what a saved state last held."""
 
 
 def state_path(config: Config, *, config_path: Path) -> Path:
@@ -66,7 +71,7 @@ class WarmStart:
         self._resumed = False
         self._running = False
         self._wait_until: float | None = None
-        self._saved: tuple[Mapping[str, EndpointWeight], float] | None = None
+        self._saved: tuple[_Published, float] | None = None
         self._hashed: tuple[Config, str] | None = None
 
     @property
@@ -87,7 +92,7 @@ class WarmStart:
         if state is not None:
             why = unusable_because(state, config=config, now=self._clock())
             if why is None:
-                self._weigher.restore(state.pools)
+                self._weigher.restore(state.pools, routes=state.routes)
                 self._resumed = True
                 log.info("engine state resumed", path=str(path), version=state.version)
                 return
@@ -118,14 +123,17 @@ class WarmStart:
     async def save(
         self, *, config: Config, version: str, weights: Mapping[str, EndpointWeight]
     ) -> None:
-        """Write the state file if a weight changed or it is due for a refresh (only once the
-        engine runs: resumed weights are not re-saved as fresh)."""
+        """Write the state file if a weight (of an endpoint or of a pool on a route) changed or
+        it is due for a refresh (only once the engine runs: resumed weights are not re-saved
+        as fresh)."""
         if not (self._running and config.restart.save_state):
             return
         now = self._monotonic()
+        routes = self._weigher.view().routes
+        published = (dict(weights), _published(routes))
         if self._saved is not None:
-            saved_weights, saved_at = self._saved
-            if saved_weights == weights and now - saved_at < config.restart.state_refresh_s:
+            saved, saved_at = self._saved
+            if saved == published and now - saved_at < config.restart.state_refresh_s:
                 return
         if self._hashed is None or self._hashed[0] is not config:
             self._hashed = (config, config_hash(config))  # a 10,000-endpoint config: ~10 ms
@@ -134,7 +142,12 @@ class WarmStart:
             version=version,
             saved_at=self._clock(),
             pools=self._weigher.decisions,
+            routes=routes,
         )
         path = state_path(config, config_path=self._config_path)
         await asyncio.to_thread(save_state, path, state)
-        self._saved = (dict(weights), now)
+        self._saved = (published, now)
+
+
+def _published(routes: RouteWeights) -> dict[str, dict[str, int]]:
+    return {key: {p: w.weight for p, w in weights.items()} for key, weights in routes.items()}

@@ -166,10 +166,14 @@ class Weigher:
         """The last decisions per pool (computed, or restored from a saved state)."""
         return self._by_pool
 
-    def restore(self, pools: Mapping[str, tuple[WeightDecision, ...]]) -> None:
-        """Resume from decisions saved by an earlier process: the next ``decide`` continues
-        from them (smoothing, hysteresis, hold, capacity estimates) as if never stopped."""
+    def restore(
+        self, pools: Mapping[str, tuple[WeightDecision, ...]], *, routes: RouteWeights
+    ) -> None:
+        """Resume from decisions and route pool weights saved by an earlier process: the next
+        ``decide`` continues from them (smoothing, hysteresis, hold, capacity estimates) as if
+        never stopped."""
         self._by_pool = MappingProxyType(dict(pools))
+        self._routes = MappingProxyType(dict(routes))
         self._decisions = {d.address: d for decisions in pools.values() for d in decisions}
 
     async def weigh(
