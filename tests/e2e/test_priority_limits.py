@@ -51,7 +51,7 @@ async def _offer(
 async def test_a_bucket_of_r_offered_2r_admits_about_r_and_429_says_retry_after(
     stack: EchoStack,
 ) -> None:
-    classes = {"medium": {"requests_per_s": RATE, "burst_s": 0.1}}
+    classes = {"medium": {"rate_per_s": RATE, "burst_s": 0.1}}
     await stack.start(_limited_config(stack, classes))
     statuses, retry_after = await _offer(stack, rate=2 * RATE, seconds=3.0, priority="medium")
     admitted = statuses[200] / 3.0
@@ -77,7 +77,7 @@ async def _envoy_rate(stack: EchoStack, index: int) -> float:
 
 
 async def test_three_envoys_get_a_third_each_and_two_get_half(stack: EchoStack) -> None:
-    classes = {"medium": {"requests_per_s": 30.0}}
+    classes = {"medium": {"rate_per_s": 30.0}}
     await stack.start(_limited_config(stack, classes), envoys=3)
 
     async def shares(want: float, envoys: int) -> bool:
@@ -90,3 +90,16 @@ async def test_three_envoys_get_a_third_each_and_two_get_half(stack: EchoStack) 
     assert (row["envoys"], row["fleet_rps"], row["envoy_rps"]) == (3, 30.0, 10.0), row
     await stack.envoys.pop().stop()
     await eventually(lambda: shares(15.0, 2), what="half of 30/s in each of two Envoys")
+
+
+async def test_a_token_budget_charges_each_request_its_cost(stack: EchoStack) -> None:
+    config = _limited_config(stack, {"high": {"rate_per_s": 2.0, "burst_s": 50.0}})
+    config["listeners"][0]["limits"]["unit"] = "tokens"
+    await stack.start(config)
+    got = []
+    async with aiohttp.ClientSession() as session:
+        for cost in (60, 30, 20, 5):  # a bucket of 100 tokens: the third one does not fit
+            headers = {"x-priority": "high", "x-prompt-tokens": str(cost)}
+            async with session.get(f"{stack.url}/v1/completions", headers=headers) as response:
+                got.append(response.status)
+    assert got == [200, 200, 429, 200]

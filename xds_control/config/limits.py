@@ -12,7 +12,7 @@ connections by Medium.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -46,12 +46,12 @@ HeaderName = Annotated[
 class ClassBudget(StrictModel):
     """One class's fleet-wide admission budget per route."""
 
-    requests_per_s: float = Field(
+    rate_per_s: float = Field(
         gt=0,
         le=1_000_000,
-        description="Requests per second the whole node group admits on each route for this "
-        "class when P99 is within target (the ceiling the adaptive rule returns to); each "
-        "Envoy of the group enforces its share.",
+        description="Requests (or, with `unit: tokens`, LLM tokens) per second the whole node "
+        "group admits on each route for this class when P99 is within target (the ceiling "
+        "the adaptive rule returns to); each Envoy of the group enforces its share.",
     )
     burst_s: float = Field(
         default=1.0,
@@ -108,6 +108,14 @@ class AdaptPolicy(StrictModel):
         description="Lowest rate as a fraction of the configured one: a class is never shut "
         "out, so its P99 stays measurable.",
     )
+    period_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=600,
+        description="Least time between two changes of a route's rates. Envoy builds a new, "
+        "full bucket from each new route config, so every change lets one burst through; "
+        "changing at most every 5 s bounds that to one burst per 5 s.",
+    )
     window: str = Field(
         default="1m",
         pattern=r"^[0-9]+(ms|s|m|h)$",
@@ -135,6 +143,17 @@ class Limits(StrictModel):
         default="x-priority",
         description="Request header naming the class (`critical`, `high`, `medium`); other "
         "values and its absence take the route's `priority`, else `default`.",
+    )
+    unit: Literal["requests", "tokens"] = Field(
+        default="requests",
+        description="What a budget counts: requests, or tokens, each request costing the number "
+        "in `cost_header` (Envoy's `hits_addend`); a request without it costs one.",
+    )
+    cost_header: HeaderName = Field(
+        default="x-prompt-tokens",
+        description="With `unit: tokens`, the header holding a request's cost: the classifier's "
+        "estimated prompt tokens by default, or a header the client sets (e.g. prompt + "
+        "max_tokens).",
     )
     default: PriorityClass = Field(
         default=PriorityClass.MEDIUM,

@@ -8,7 +8,9 @@ node group, so that three Envoys enforce a third each and, when one leaves, two 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,8 +87,15 @@ def _listeners_of(config: Config, group: str) -> set[str]:
 class Limiter:
     """Keeps each route's rates across cycles and the P99s they came from."""
 
-    def __init__(self, *, latency: LatencySource | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        latency: LatencySource | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._latency_source = latency
+        self._clock = clock
+        self._changed_at: dict[_Key, float] = {}
         self._latency: dict[str, Latency] = {}
         self._budgets: dict[_Key, RouteBudget] = {}
         self._rows: tuple[BudgetRow, ...] = ()
@@ -121,23 +130,40 @@ class Limiter:
                         config=config, endpoints=endpoints, window=window
                     )
                 )
-            self._latency = latency
+            self.observe(latency)
         self.decide(config)
+
+    def observe(self, latency: Mapping[str, Latency]) -> None:
+        """Pool -> the P99s the next ``decide`` reads (a pool left out: not measured)."""
+        self._latency = dict(latency)
 
     def decide(self, config: Config) -> None:
         """One step of the rule for every limited route, from the last P99s."""
         budgets: dict[_Key, RouteBudget] = {}
+        now = self._clock()
         for listener, route in _limited(config):
             limits = listener.limits
             assert limits is not None  # _limited keeps only those
             key = (listener.name, route.name)
             previous = self._budgets.get(key)
-            budgets[key] = adapt_rates(
+            ceilings = {c: b.rate_per_s for c, b in limits.classes.items()}
+            measured = pressure(limits.adapt, self._pool_latency(route))
+            waited = now - self._changed_at.get(key, -math.inf) >= limits.adapt.period_s
+            same = previous is not None and previous.rates.keys() == ceilings.keys()
+            if previous is not None and same and not waited:
+                budgets[key] = RouteBudget(
+                    rates=previous.rates, pressure=measured, action="held: changed recently"
+                )
+                continue
+            budget = adapt_rates(
                 policy=limits.adapt,
-                ceilings={c: b.requests_per_s for c, b in limits.classes.items()},
+                ceilings=ceilings,
                 previous=previous.rates if previous is not None else {},
-                pressure=pressure(limits.adapt, self._pool_latency(route)),
+                pressure=measured,
             )
+            if previous is None or budget.rates != previous.rates:
+                self._changed_at[key] = now
+            budgets[key] = budget
         self._budgets = budgets
         self.cycle += 1
 

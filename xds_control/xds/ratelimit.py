@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 
 from envoy.config.core.v3 import base_pb2
+from envoy.config.route.v3 import route_components_pb2 as rc
+from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2 as rl_pb2
 from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2 as lrl
 from envoy.type.v3 import http_status_pb2, percent_pb2, token_bucket_pb2
 from google.protobuf import any_pb2
@@ -67,9 +69,31 @@ def rate_limit_filter() -> any_pb2.Any:
     return pack(lrl.LocalRateLimit(stat_prefix="priority_limits"))
 
 
-def route_bucket(bucket: Bucket, *, retry_after_s: int) -> any_pb2.Any:
+def _cost(config: lrl.LocalRateLimit, *, header: str) -> None:
+    # One descriptor that every request matches, whose hits are the header's number (Envoy's
+    # hits_addend; a request without the header counts one). Its bucket is the route's; the
+    # default bucket then never applies and is not also consumed.
+    config.descriptors.append(
+        rl_pb2.LocalRateLimitDescriptor(
+            entries=[rl_pb2.RateLimitDescriptor.Entry(key="generic_key", value="cost")],
+            token_bucket=config.token_bucket,
+        )
+    )
+    limit = rc.RateLimit(
+        actions=[
+            rc.RateLimit.Action(generic_key=rc.RateLimit.Action.GenericKey(descriptor_value="cost"))
+        ]
+    )
+    limit.hits_addend.format = f"%REQ({header})%"
+    config.rate_limits.append(limit)
+    config.always_consume_default_token_bucket.value = False
+
+
+def route_bucket(
+    bucket: Bucket, *, retry_after_s: int, cost_header: str | None = None
+) -> any_pb2.Any:
     """A route's bucket, enabled and enforced for every request; a rejected one gets 429 with
-    ``retry-after``."""
+    ``retry-after``. With ``cost_header``, a request takes that many tokens, not one."""
     config = lrl.LocalRateLimit(
         stat_prefix="priority_limits",
         status=http_status_pb2.HttpStatus(code=http_status_pb2.StatusCode.TooManyRequests),
@@ -87,4 +111,6 @@ def route_bucket(bucket: Bucket, *, retry_after_s: int) -> any_pb2.Any:
             )
         ],
     )
+    if cost_header is not None:
+        _cost(config, header=cost_header)
     return pack(config)

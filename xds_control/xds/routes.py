@@ -177,7 +177,11 @@ def _class_routes(
         bucket = budgets.get(priority)
         if bucket is not None:
             copy.typed_per_filter_config[RATE_LIMIT_FILTER].CopyFrom(
-                route_bucket(bucket, retry_after_s=limits.retry_after_s)
+                route_bucket(
+                    bucket,
+                    retry_after_s=limits.retry_after_s,
+                    cost_header=limits.cost_header if limits.unit == "tokens" else None,
+                )
             )
         out.append(copy)
     return out
