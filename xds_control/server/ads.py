@@ -1,13 +1,14 @@
-"""The gRPC face of ADS, both variants (state of the world and incremental): one task reads
-requests, one loop writes responses, per stream."""
+"""The gRPC face of ADS, both variants (state of the world and incremental): per stream, the
+handler reads each request and writes its answers; a ``Pusher`` task writes what a snapshot
+change brings."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
-from enum import Enum
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
@@ -18,10 +19,10 @@ from google.protobuf.message import DecodeError
 from xds_control.cache import SnapshotCache
 from xds_control.server.delta import DeltaStream
 from xds_control.server.peer import NodeCheck
+from xds_control.server.pusher import Pusher
 from xds_control.server.registry import StreamRegistry
 from xds_control.server.session import XdsStream
 from xds_control.server.stream import AdsStream
-from xds_control.tasks import guarded_task
 from xds_control.xds import type_urls
 
 __all__ = ["AdsHandler"]
@@ -41,74 +42,7 @@ class _OnRequest(Protocol[R_contra]):
     def __call__(self, request: R_contra, *, group: str) -> list[bytes]: ...
 
 
-class _Signal(Enum):
-    WAKE = "wake"  # the group's snapshot changed
-    CLOSED = "closed"  # the request stream ended, or reading it failed
-
-
-MAX_QUEUED_REQUESTS = 64
-"""Requests read ahead of the writer loop. Beyond that the reader waits, gRPC stops granting the
-client HTTP/2 window, and the client's sends block: a client that keeps sending while it never
-reads responses (so the writer is stuck in flow control) holds bounded memory here."""
-
-
-class _Inbox(Generic[R]):
-    """What the writer loop acts on, in order: requests (at most ``MAX_QUEUED_REQUESTS``
-    waiting), snapshot changes (coalesced: one pending wake-up at a time), and the end of the
-    request stream."""
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[R | _Signal] = asyncio.Queue()
-        self._room = asyncio.Semaphore(MAX_QUEUED_REQUESTS)
-        self._wake_pending = False
-        self.invalid: str | None = None
-        """Why the request stream ended early: bytes that are not a request of its kind."""
-
-    async def put(self, request: R) -> None:
-        await self._room.acquire()
-        self._queue.put_nowait(request)
-
-    def wake(self) -> None:
-        if not self._wake_pending:
-            self._wake_pending = True
-            self._queue.put_nowait(_Signal.WAKE)
-
-    def close(self, *, invalid: str | None = None) -> None:
-        self.invalid = invalid
-        self._queue.put_nowait(_Signal.CLOSED)
-
-    async def get(self) -> R | _Signal:
-        item = await self._queue.get()
-        if item is _Signal.WAKE:
-            self._wake_pending = False
-        elif item is not _Signal.CLOSED:
-            self._room.release()
-        return item
-
-
-async def _read(
-    requests: AsyncIterator[bytes], parse: Callable[[bytes], R], inbox: _Inbox[R]
-) -> None:
-    # Requests arrive as bytes and are parsed here, so that garbage is the client's error
-    # (INVALID_ARGUMENT), not a crash of the reader. After garbage, what follows is read and
-    # dropped while the writer refuses the stream (see REFUSAL_DRAIN_S).
-    closed = False
-    try:
-        async for data in requests:
-            if closed:
-                continue
-            try:
-                request = parse(data)
-            except DecodeError as exc:
-                inbox.close(invalid=f"not a {_kind(parse)}: {exc}")
-                closed = True
-                continue
-            await inbox.put(request)
-    except (grpc.aio.AioRpcError, grpc.aio.AbortError):
-        pass  # the peer went away, or the writer refused the stream: an ordinary end
-    finally:
-        if not closed:
-            inbox.close()  # always, so that the writer loop never waits for a dead reader
+_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # what read() gives after the last request
 
 
 def _kind(parse: Callable[[bytes], Any]) -> str:
@@ -136,13 +70,10 @@ class _Refused(Exception):
         self.code, self.reason, self.node_id, self.event = code, reason, node_id, event
 
 
-async def _refuse(
-    refused: _Refused, reader: asyncio.Task[None], context: grpc.aio.ServicerContext[Any, Any]
-) -> None:
+async def _refuse(refused: _Refused, context: grpc.aio.ServicerContext[Any, Any]) -> None:
     # One warning line, no traceback: a client sending garbage must not flood the log.
-    await asyncio.wait([reader], timeout=REFUSAL_DRAIN_S)
-    reader.cancel()
-    await asyncio.wait([reader])
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(_drain(context), REFUSAL_DRAIN_S)
     log.warning(
         refused.event,
         peer=context.peer(),
@@ -153,17 +84,12 @@ async def _refuse(
     await context.abort(refused.code, refused.reason)
 
 
-async def _end_of_requests(
-    reader: asyncio.Task[None], context: grpc.aio.ServicerContext[Any, Any]
-) -> None:
-    # The reader has put CLOSED, so it is done or about to be. If it crashed, guarded_task has
-    # logged why; the Envoy gets a status that says the stream failed, not an OK end.
+async def _drain(context: grpc.aio.ServicerContext[Any, Any]) -> None:
     try:
-        await reader
-    except Exception as exc:  # any crash of the reader ends the stream the same way
-        await context.abort(
-            grpc.StatusCode.INTERNAL, f"reading the request stream failed: {type(exc).__name__}"
-        )
+        while await context.read() is not _EOF:
+            pass
+    except (grpc.aio.AioRpcError, grpc.aio.AbortError):
+        pass
 
 
 class AdsHandler:
@@ -185,7 +111,7 @@ class AdsHandler:
         handlers = {
             method: grpc.stream_stream_rpc_method_handler(
                 self._stream,
-                request_deserializer=None,  # bytes: _read parses them
+                request_deserializer=None,  # bytes: _parse parses them
                 response_serializer=None,  # responses are already serialised bytes
             ),
             delta_method: grpc.stream_stream_rpc_method_handler(
@@ -222,7 +148,7 @@ class AdsHandler:
             events=self._registry,
         )
         parse = discovery_pb2.DiscoveryRequest.FromString
-        await self._serve(stream, stream.on_request, parse, requests, context)
+        await self._serve(stream, stream.on_request, parse, context)
 
     async def _delta_stream(
         self,
@@ -235,51 +161,71 @@ class AdsHandler:
             events=self._registry,
         )
         parse = discovery_pb2.DeltaDiscoveryRequest.FromString
-        await self._serve(stream, stream.on_request, parse, requests, context)
+        await self._serve(stream, stream.on_request, parse, context)
 
     async def _serve(
         self,
         stream: XdsStream,
         on_request: _OnRequest[R],
         parse: Callable[[bytes], R],
-        requests: AsyncIterator[bytes],
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> None:
-        inbox: _Inbox[R] = _Inbox()
-        reader = guarded_task(_read(requests, parse, inbox), name=f"ads-reader-{stream.stream_id}")
+        lock = asyncio.Lock()
+        pusher: Pusher | None = None
         unsubscribe = None
         self._registry.add(stream, peer=context.peer() or "")
         try:
-            while (item := await inbox.get()) is not _Signal.CLOSED:
-                if item is _Signal.WAKE:
-                    out = stream.on_snapshot()
-                else:
-                    if stream.node is None and not item.node.id:
-                        raise _Refused(
-                            grpc.StatusCode.INVALID_ARGUMENT,
-                            "the first DiscoveryRequest must carry a node with an id",
-                        )
-                    group = (
-                        stream.group
-                        if stream.node is not None
-                        else await self._group(item.node, context)
+            while (data := await _next(context)) is not None:
+                request = _parse(parse, data, stream)
+                if stream.node is None and not request.node.id:
+                    raise _Refused(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "the first DiscoveryRequest must carry a node with an id",
                     )
-                    out = on_request(item, group=group)
-                    if unsubscribe is None:
-                        unsubscribe = self._cache.subscribe(stream.group, inbox.wake)
-                        log.info("envoy connected", stream=stream.stream_id, node_id=item.node.id)
-                for response in out:
-                    await context.write(response)
-            if inbox.invalid is not None:
-                node_id = stream.node.id if stream.node is not None else ""
-                raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, inbox.invalid, node_id=node_id)
-            await _end_of_requests(reader, context)
+                group = (
+                    stream.group
+                    if stream.node is not None
+                    else await self._group(request.node, context)
+                )
+                async with lock:
+                    out = on_request(request, group=group)
+                    if pusher is None:
+                        pusher = Pusher(stream=stream, lock=lock, write=context.write)
+                        unsubscribe = self._cache.subscribe(stream.group, pusher.wake)
+                        log.info(
+                            "envoy connected", stream=stream.stream_id, node_id=request.node.id
+                        )
+                    for response in out:
+                        await context.write(response)
         except _Refused as refused:
-            await _refuse(refused, reader, context)
+            await _refuse(refused, context)
         finally:
             if unsubscribe is not None:
                 unsubscribe()
+            if pusher is not None:
+                pusher.stop()
             self._registry.remove(stream)
-            reader.cancel()
             node_id = stream.node.id if stream.node is not None else ""
             log.info("envoy disconnected", stream=stream.stream_id, node_id=node_id)
+
+
+async def _next(context: grpc.aio.ServicerContext[Any, Any]) -> bytes | None:
+    """The next request's bytes; ``None`` once the Envoy is done sending or gone."""
+    try:
+        data = await context.read()
+    except (grpc.aio.AioRpcError, grpc.aio.AbortError):
+        return None  # the peer went away: an ordinary end
+    return None if data is _EOF else data
+
+
+def _parse(parse: Callable[[bytes], R], data: bytes, stream: XdsStream) -> R:
+    # Requests arrive as bytes and are parsed here, so that garbage is the client's error
+    # (INVALID_ARGUMENT), not a crash; what it sends after is read and dropped while the stream
+    # is refused (see REFUSAL_DRAIN_S).
+    try:
+        return parse(data)
+    except DecodeError as exc:
+        node_id = stream.node.id if stream.node is not None else ""
+        raise _Refused(
+            grpc.StatusCode.INVALID_ARGUMENT, f"not a {_kind(parse)}: {exc}", node_id=node_id
+        ) from None

@@ -1,6 +1,6 @@
 """A client that never reads responses but keeps sending requests holds bounded memory on the
-server: once the writer is stuck in flow control and the request inbox is full, the server
-stops reading and the client's sends block."""
+server: once a write is stuck in flow control, the server stops reading (each request is
+answered before the next is read) and the client's sends block."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ async def test_a_flooding_client_that_never_reads_is_held_back() -> None:
             sender.cancel()
             call.cancel()
         # Unbounded, the server would read every request it is sent: tens of thousands in
-        # these seconds. Bounded, the sends stop after the inbox and the HTTP/2 windows fill.
+        # these seconds. Bounded, the sends stop once the HTTP/2 windows fill.
         assert sent == stalled_at, f"still sending after {elapsed:.1f} s: {stalled_at} -> {sent}"
         assert sent < 1000, sent
     finally:
