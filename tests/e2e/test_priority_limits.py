@@ -5,8 +5,11 @@ the Envoys connected (three: a third each; one leaves: half each)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -90,6 +93,19 @@ async def test_three_envoys_get_a_third_each_and_two_get_half(stack: EchoStack) 
     assert (row["envoys"], row["fleet_rps"], row["envoy_rps"]) == (3, 30.0, 10.0), row
     await stack.envoys.pop().stop()
     await eventually(lambda: shares(15.0, 2), what="half of 30/s in each of two Envoys")
+    xdsctl = Path(sys.executable).with_name("xdsctl")
+    process = await asyncio.create_subprocess_exec(
+        str(xdsctl),
+        "--server",
+        stack.control_plane.admin_url,
+        "limits",
+        "gateway/all",
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    out, _ = await process.communicate()
+    medium = next(line for line in out.decode().splitlines() if " medium " in line)
+    assert medium.split()[2:6] == ["medium", "30", "2", "15"], medium  # fleet, Envoys, each
 
 
 async def test_a_token_budget_charges_each_request_its_cost(stack: EchoStack) -> None:

@@ -150,7 +150,7 @@ class Limiter:
             measured = pressure(limits.adapt, self._pool_latency(route))
             waited = now - self._changed_at.get(key, -math.inf) >= limits.adapt.period_s
             same = previous is not None and previous.rates.keys() == ceilings.keys()
-            if previous is not None and same and not waited:
+            if previous is not None and same and not waited and limits.adapt.enabled:
                 budgets[key] = RouteBudget(
                     rates=previous.rates, pressure=measured, action="held: changed recently"
                 )

@@ -46,13 +46,13 @@ class Bucket:
 def bucket_for_rate(rate: float, *, burst_s: float) -> Bucket:
     """The bucket nearest to ``rate`` per second: the fewest tokens per fill that lets the
     interval be at least Envoy's 50 ms, and the interval that makes them ``rate`` (to the
-    millisecond), so a third of 10/s is 3.33/s and not 3. It holds ``burst_s`` seconds of
+    microsecond), so a third of 10/s is 3.33/s and not 3. It holds ``burst_s`` seconds of
     fill, at least one token."""
     tokens = max(1, math.ceil(rate * _MIN_INTERVAL_S))
     return Bucket(
         max_tokens=max(1, math.ceil(rate * burst_s)),
         tokens_per_fill=tokens,
-        fill_interval_s=max(_MIN_INTERVAL_S, round(tokens / rate, 3)),
+        fill_interval_s=max(_MIN_INTERVAL_S, round(tokens / rate, 6)),
     )
 
 

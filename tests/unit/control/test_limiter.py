@@ -41,6 +41,6 @@ def test_rates_change_at_most_once_per_period_and_are_shared_by_the_envoys() -> 
         rates.append(budgets["default"]["gateway"]["all"][PriorityClass.MEDIUM].rate)
     # 30/s shared by three is 10/s each; P99 at twice the target takes 25% off, at 0, 5, 10 s.
     assert len(set(rates[0:5])) == len(set(rates[5:10])) == len(set(rates[10:])) == 1
-    assert [round(rates[i], 1) for i in (0, 5, 10)] == [7.5, 5.6, 4.2]  # Envoy ms intervals
+    assert [round(rates[i], 1) for i in (0, 5, 10)] == [7.5, 5.6, 4.2]
     row = limiter.rows[0]
     assert (row.envoys, round(row.bucket.rate, 1)) == (3, round(rates[-1], 1))

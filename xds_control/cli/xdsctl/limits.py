@@ -1,0 +1,65 @@
+"""``xdsctl limits [ROUTE]``: each priority class's budget per route and node group, and the
+P99 it came from."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from xds_control.cli.app import OutputFormat
+from xds_control.cli.xdsctl.context import XdsctlApp
+
+__all__ = ["command"]
+
+
+def _p99(row: dict[str, Any]) -> str:
+    parts = []
+    for pool, p99 in row["p99"].items():
+        ttft = "-" if p99["ttft_s"] is None else f"{p99['ttft_s']:.3f}s"
+        tpot = "" if p99["tpot_s"] is None else f" tpot {p99['tpot_s']:.3f}s"
+        parts.append(f"{pool}: ttft {ttft}{tpot}")
+    return ", ".join(parts) or "-"
+
+
+def command(
+    ctx: typer.Context,
+    route: Annotated[str | None, typer.Argument(help="Only this route (LISTENER/ROUTE).")] = None,
+) -> None:
+    """The fleet-wide fill rate of each class on each route, the Envoys sharing it, the bucket
+    each Envoy enforces, the pools' P99 and what the last cycle did (docs/limits.md)."""
+    app: XdsctlApp = ctx.obj
+    data: dict[str, Any] = app.client.get("/v1/limits")
+    if route is not None:
+        rows = [r for r in data["budgets"] if f"{r['listener']}/{r['route']}" == route]
+        if not rows:
+            known = sorted({f"{r['listener']}/{r['route']}" for r in data["budgets"]})
+            app.abort(
+                f"xdsctl: no limited route {route!r} (routes: {', '.join(known) or 'none'})", 1
+            )
+        data["budgets"] = rows
+    if app.output is not OutputFormat.TABLE:
+        app.print_data(data)
+        return
+    table = Table(box=None)
+    columns = ["GROUP", "ROUTE", "CLASS", "FLEET/S", "ENVOYS", "PER ENVOY/S", "BUCKET", "P99"]
+    for column in [*columns, "PRESSURE", "ACTION"]:
+        table.add_column(column, overflow="fold")
+    for r in data["budgets"]:
+        pressure = "-" if r["pressure"] is None else f"{r['pressure']:.2f}"
+        table.add_row(
+            r["group"],
+            f"{r['listener']}/{r['route']}",
+            r["priority"],
+            f"{r['fleet_rps']:g}",
+            str(r["envoys"]),
+            f"{r['envoy_rps']:g}",
+            str(r["bucket"]["max_tokens"]),
+            _p99(r),
+            pressure,
+            r["action"],
+        )
+    app.console.print(table)
+    if data.get("source_error"):
+        app.err.print(f"P99 source: {data['source_error']}", markup=False)
