@@ -22,10 +22,10 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb() -> float:
-    """This process's resident set, MB."""
+def rss_mb(key: str = "VmRSS") -> float:
+    """This process's resident set, MB (``VmHWM``: the most it has been)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{key}:"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -53,7 +53,11 @@ class FleetResult:
     timed_changes: int = 0
     """The first ``timed_changes`` samples are back to back; the rest are the soak's."""
     soak_s: float = 0.0
+    rss_started_mb: float = 0.0
+    """Once the server listens, before any stream."""
     rss_synced_mb: float = 0.0
+    rss_sync_peak_mb: float = 0.0
+    """The most RSS has been up to the end of the first sync."""
     rss_samples: list[tuple[float, float]] = field(default_factory=list)
     """(seconds into the soak, RSS MB)."""
 
@@ -96,7 +100,10 @@ def results_table(r: FleetResult) -> str:
 def memory_lines(r: FleetResult) -> list[str]:
     """RSS at steady state and through the soak."""
     samples = r.rss_samples
-    lines = [f"- RSS right after the first sync: {r.rss_synced_mb:.0f} MB"]
+    lines = [
+        f"- RSS before any stream: {r.rss_started_mb:.0f} MB; during the first sync "
+        f"{r.rss_sync_peak_mb:.0f} MB at most; right after it: {r.rss_synced_mb:.0f} MB"
+    ]
     if samples:
         first, last = samples[0][1], samples[-1][1]
         peak = max(mb for _, mb in samples)

@@ -118,6 +118,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
         rng=random.Random(args.seed),
     )
     waiter.expect(version=initial.resource_set(urls.ENDPOINT).version, nodes=nodes)
+    result.rss_started_mb = rss_mb()
     started = time.perf_counter()
     try:
         await clients.start()
@@ -127,6 +128,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
         result.sync_s = time.perf_counter() - started
         print(f"  synced {len(nodes)} streams in {result.sync_s:.1f} s", flush=True)
         gc.collect()
+        result.rss_sync_peak_mb = rss_mb("VmHWM")
         result.rss_synced_mb = rss_mb()
         if args.gc_freeze:
             gc.freeze()  # what is alive now (snapshot, stream state) is left out of collections
