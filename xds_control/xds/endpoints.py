@@ -44,12 +44,13 @@ def build_load_assignment(
     )
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 14)
 def _lb_endpoint(
     host: str, port: int, weight: int, health: Health
 ) -> endpoint_components_pb2.LbEndpoint:
     """Built once per host, weight and health: a change of one endpoint among 1,000 rebuilt
-    every message (~3.5 ms); the assignment copies these (~0.4 ms), so sharing them is safe."""
+    every message (~3.5 ms); the assignment copies these (~0.4 ms), so sharing them is safe.
+    Each holds ~1 KB (its own arena): 16,384 of them, ~18 MB at most."""
     return endpoint_components_pb2.LbEndpoint(
         endpoint=endpoint_components_pb2.Endpoint(
             address=address_pb2.Address(
