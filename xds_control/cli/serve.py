@@ -23,6 +23,7 @@ from xds_control.config.serving import parse_xds_address
 from xds_control.control import ControlLoop, Weigher
 from xds_control.control.limiter import Limiter
 from xds_control.errors import ConfigError, ServeError
+from xds_control.picker import Fleet, Picker, PickerServer, picker_addresses
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.tasks import guarded_task
 
@@ -72,6 +73,13 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         crashed.append(f"{name} crashed: {type(exc).__name__}: {exc}")
         stop.set()
 
+    fleet = Fleet(
+        config=lambda: loop.state.config,
+        endpoints=lambda: loop.state.endpoints,
+        decisions=lambda: weigher.view().pools,
+    )
+    addresses = picker_addresses(config)
+    picker = PickerServer(picker=Picker(fleet=fleet), addresses=addresses) if addresses else None
     admin = AdminServer(
         address=admin_address,
         state=loop.state,
@@ -87,6 +95,8 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
     try:
         await xds.start()
         await admin.start()
+        if picker is not None:
+            await picker.start()
         for signum in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(signum, stop.set)
         tasks += [
@@ -114,6 +124,8 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if picker is not None:
+            await picker.stop()
         await xds.stop(grace=2.0)
         await admin.stop()
         await client.close()

@@ -18,6 +18,7 @@ from xds_control.config.classes import Classify, TokenRange
 from xds_control.config.devices import Device
 from xds_control.config.discovery import DnsDiscovery, KubernetesDiscovery
 from xds_control.config.limits import Limits, PriorityClass
+from xds_control.config.picker import PoolPicker
 from xds_control.config.regex import re2_error
 from xds_control.config.strict import StrictModel
 from xds_control.config.weights import WeightPolicy
@@ -229,6 +230,11 @@ class Pool(StrictModel):
         default=False,
         description="All endpoints must be MIG slices of one GPU (same device.gpu_uuid); "
         "others are refused.",
+    )
+    picker: PoolPicker | None = Field(
+        default=None,
+        description="Per-request endpoint picking (docs/picker.md); unset: the pool's `lb` "
+        "policy with the engine's weights picks alone.",
     )
 
     @model_validator(mode="after")

@@ -18,6 +18,7 @@ from xds_control.xds import (
     build_route_configuration,
     build_snapshot,
 )
+from xds_control.xds.picker import with_pickers
 from xds_control.xds.routes import Budgets
 
 __all__ = [
@@ -67,24 +68,27 @@ def reconcile_once(
                 )
             )
         assignments.append(build_load_assignment(cluster=pool.name, endpoints=weighted))
+    clusters = [
+        build_cluster(pool, high_priority=_high_priority(config, pool)) for pool in config.pools
+    ]
+    listeners = [
+        build_listener(listener, model_header=config.model_header) for listener in config.listeners
+    ]
+    route_configs = [
+        build_route_configuration(
+            listener,
+            model_header=config.model_header,
+            pool_weights=(pool_weights or {}).get(listener.name),
+            budgets=(budgets or {}).get(listener.name),
+        )
+        for listener in config.listeners
+    ]
+    with_pickers(config, clusters=clusters, listeners=listeners, route_configs=route_configs)
     return build_snapshot(
-        clusters=[
-            build_cluster(pool, high_priority=_high_priority(config, pool)) for pool in config.pools
-        ],
+        clusters=clusters,
         load_assignments=assignments,
-        listeners=[
-            build_listener(listener, model_header=config.model_header)
-            for listener in config.listeners
-        ],
-        route_configs=[
-            build_route_configuration(
-                listener,
-                model_header=config.model_header,
-                pool_weights=(pool_weights or {}).get(listener.name),
-                budgets=(budgets or {}).get(listener.name),
-            )
-            for listener in config.listeners
-        ],
+        listeners=listeners,
+        route_configs=route_configs,
     )
 
 

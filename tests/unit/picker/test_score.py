@@ -1,0 +1,62 @@
+"""Ranking: weighted rendezvous on the prefix key, the index's holder first unless the engine
+finds it far worse than the best other server."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from xds_control.picker.score import Candidate, rank
+
+
+def _fleet(*weights: int) -> list[Candidate]:
+    return [
+        Candidate(address=f"10.0.0.{i}:8000", weight=w, healthy=True) for i, w in enumerate(weights)
+    ]
+
+
+def _first(candidates: list[Candidate], key: bytes, holder: str | None = None) -> str:
+    return rank(candidates, key=key, holder=holder, affinity=4.0, count=1)[0]
+
+
+def test_same_prefix_same_server_and_fallbacks_are_distinct() -> None:
+    fleet = _fleet(10, 10, 10, 10)
+    order = rank(fleet, key=b"k", holder=None, affinity=4.0, count=3)
+    assert order == rank(fleet, key=b"k", holder=None, affinity=4.0, count=3)
+    assert len(order) == len(set(order)) == 3
+
+
+def test_new_prefixes_split_by_weight() -> None:
+    fleet = _fleet(10, 30, 60)
+    counts = Counter(_first(fleet, f"prefix-{i}".encode()) for i in range(3000))
+    shares = [counts[c.address] / 3000 for c in fleet]
+    assert [round(s, 1) for s in shares] == [0.1, 0.3, 0.6], shares
+
+
+def test_a_server_leaving_moves_only_its_own_prefixes() -> None:
+    fleet = _fleet(10, 20, 30, 40)
+    keys = [f"p{i}".encode() for i in range(500)]
+    before = {k: _first(fleet, k) for k in keys}
+    gone = fleet[2].address
+    after = {k: _first([c for c in fleet if c.address != gone], k) for k in keys}
+    moved = {k for k in keys if before[k] != after[k]}
+    assert moved == {k for k in keys if before[k] == gone}
+
+
+def test_holder_first_unless_the_engine_finds_it_much_worse() -> None:
+    fleet = _fleet(20, 50, 50)
+    key = b"some prefix"
+    holder = next(c.address for c in fleet if c.address != _first(fleet, key))
+    fleet_with_weak_holder = [c._replace(weight=10) if c.address == holder else c for c in fleet]
+    assert _first(fleet, key, holder=holder) == holder  # 20 x 4 >= 50: the cache hit wins
+    assert _first(fleet_with_weak_holder, key, holder=holder) != holder  # 10 x 4 < 50
+    assert _first(fleet, key, holder="10.9.9.9:1") == _first(fleet, key)  # gone: ignored
+
+
+def test_only_healthy_servers_are_named() -> None:
+    fleet = _fleet(10, 10, 10)
+    sick = [fleet[0], fleet[1]._replace(healthy=False), fleet[2]._replace(healthy=False)]
+    assert rank(sick, key=b"k", holder=fleet[1].address, affinity=4.0, count=3) == [
+        fleet[0].address
+    ]
+    none = [c._replace(healthy=False) for c in fleet]
+    assert rank(none, key=b"k", holder=None, affinity=4.0, count=3) == []

@@ -1,0 +1,97 @@
+"""Pools with a picker compile to override_host clusters with the pool's policy as fallback,
+an ext_proc filter that fails open, and per-route settings; other configs compile as before.
+(Envoy accepts all of it: tests/e2e/test_picker.py.)"""
+
+from __future__ import annotations
+
+import yaml
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.route.v3 import route_components_pb2 as rc
+from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2, processing_mode_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm,
+)
+from envoy.extensions.load_balancing_policies.maglev.v3 import maglev_pb2
+from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
+
+from xds_control.config import Config, parse_config
+from xds_control.control.reconcile import reconcile_once
+from xds_control.xds.picker import PICKER_FILTER, picker_cluster_name
+
+
+def _config(*, picker: bool) -> Config:
+    chat: dict[str, object] = {
+        "name": "chat",
+        "endpoints": [{"address": "10.0.0.1:8000"}],
+        "lb": {"policy": "maglev", "maglev_table_size": 65537},
+    }
+    if picker:
+        chat["picker"] = {"address": "127.0.0.1:9100", "message_timeout_ms": 40}
+    other = {"name": "other", "endpoints": [{"address": "10.0.0.2:8000"}]}
+    routes = [
+        {"name": "o", "pool": "other", "match": {"prefix": "/other"}},
+        {"name": "c", "pool": "chat"},
+    ]
+    listener = {"name": "gw", "address": "127.0.0.1:10000", "routes": routes}
+    return parse_config(text=yaml.safe_dump({"pools": [chat, other], "listeners": [listener]}))
+
+
+def _resources(
+    config: Config,
+) -> tuple[dict[str, cluster_pb2.Cluster], hcm.HttpConnectionManager, dict[str, rc.Route]]:
+    snapshot = reconcile_once(config=config, endpoints={}, weights={})
+    clusters = {p.name: p.message for p in snapshot.clusters.resources.values()}
+    [listener] = [p.message for p in snapshot.listeners.resources.values()]
+    manager = hcm.HttpConnectionManager()
+    listener.filter_chains[0].filters[0].typed_config.Unpack(manager)
+    [table] = [p.message for p in snapshot.route_configs.resources.values()]
+    routes = {r.name: r for r in table.virtual_hosts[0].routes}
+    return clusters, manager, routes
+
+
+def test_picker_pool_balances_by_override_host_with_its_maglev_as_fallback() -> None:
+    clusters, _, _ = _resources(_config(picker=True))
+    chat = clusters["chat"]
+    assert not chat.HasField("maglev_lb_config")
+    [policy] = chat.load_balancing_policy.policies
+    override = override_host_pb2.OverrideHost()
+    policy.typed_extension_config.typed_config.Unpack(override)
+    [source] = override.override_host_sources
+    assert (source.metadata.key, source.metadata.path[0].key) == (
+        "envoy.lb",
+        "x-gateway-destination-endpoint",
+    )
+    [fallback] = override.fallback_policy.policies
+    maglev = maglev_pb2.Maglev()
+    fallback.typed_extension_config.typed_config.Unpack(maglev)
+    assert maglev.table_size.value == 65537
+    assert clusters["other"].lb_policy == cluster_pb2.Cluster.LbPolicy.MAGLEV
+    picker = clusters[picker_cluster_name("127.0.0.1:9100")]
+    assert picker.type == cluster_pb2.Cluster.DiscoveryType.STATIC
+
+
+def test_the_filter_fails_open_and_runs_only_on_picker_routes() -> None:
+    _, manager, routes = _resources(_config(picker=True))
+    names = [f.name for f in manager.http_filters]
+    assert names[-2:] == [PICKER_FILTER, "envoy.filters.http.router"]
+    processor = ext_proc_pb2.ExternalProcessor()
+    manager.http_filters[-2].typed_config.Unpack(processor)
+    assert processor.failure_mode_allow
+    assert processor.message_timeout.ToMilliseconds() == 40
+    mode = processing_mode_pb2.ProcessingMode
+    assert processor.processing_mode.request_header_mode == mode.SEND
+    assert processor.processing_mode.request_body_mode == mode.BUFFERED_PARTIAL
+
+    chat, other = ext_proc_pb2.ExtProcPerRoute(), ext_proc_pb2.ExtProcPerRoute()
+    routes["c"].typed_per_filter_config[PICKER_FILTER].Unpack(chat)
+    routes["o"].typed_per_filter_config[PICKER_FILTER].Unpack(other)
+    assert other.disabled
+    [metadata] = chat.overrides.grpc_initial_metadata
+    assert (metadata.key, metadata.value) == ("x-xds-control-pool", "chat")
+
+
+def test_without_pickers_nothing_changes() -> None:
+    clusters, manager, routes = _resources(_config(picker=False))
+    assert set(clusters) == {"chat", "other"}
+    assert PICKER_FILTER not in [f.name for f in manager.http_filters]
+    assert all(not r.typed_per_filter_config for r in routes.values())

@@ -1,0 +1,73 @@
+"""A pool's per-request endpoint picker: where it serves and how Envoy waits for it.
+
+With ``picker`` set, Envoy asks the picker (an ``ext_proc`` gRPC service that ``xds-control
+serve`` runs) for each request to the pool which server should take it, and the pool's cluster
+honours the answer (``override_host``). Whatever goes wrong with the picker, Envoy falls back to
+the pool's own load-balancing policy with the engine's weights: the picker can make routing
+better, never a request fail.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from xds_control.config.address import IpPort
+from xds_control.config.strict import StrictModel
+
+__all__ = ["PoolPicker"]
+
+
+class PoolPicker(StrictModel):
+    """Opt a pool into per-request picking."""
+
+    address: IpPort = Field(
+        description="Where the picker serves gRPC: `xds-control serve` listens here, and Envoy "
+        "dials it (a STATIC cluster of its own in CDS), so it must be reachable from Envoy. "
+        "Read at start: a new address needs a restart (until then Envoy falls back)."
+    )
+    message_timeout_ms: int = Field(
+        default=50,
+        ge=1,
+        le=10_000,
+        description="How long Envoy waits for each of the picker's two answers (headers, "
+        "body) before it lets the request through to the fallback policy "
+        "(`failure_mode_allow`). A pick takes well under a millisecond; 50 ms bounds what a "
+        "stalled picker adds to 100 ms, a fraction of a time to first token. A listener "
+        "routing to several picker pools uses the shortest.",
+    )
+    fallbacks: int = Field(
+        default=2,
+        ge=0,
+        le=8,
+        description="Further servers after the best one in the answer, best first (the "
+        "Inference Extension's fallback list, for `override_host` to try after the first).",
+    )
+    prefix_bytes: int = Field(
+        default=256,
+        ge=1,
+        le=65_536,
+        description="Without a system message, the prompt's first bytes that name its prefix "
+        "(the classifier's `prefix_bytes`): long enough to tell templates apart.",
+    )
+    max_body_bytes: int = Field(
+        default=65_536,
+        ge=1,
+        le=1_048_576,
+        description="Bodies longer than this are not parsed (bounded work per request): they "
+        "get no pick and take the fallback policy. At most Envoy's 1 MiB buffer limit.",
+    )
+    index_size: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Prefixes the picker remembers (least recently used forgotten first); "
+        "about 100 bytes each.",
+    )
+    affinity: float = Field(
+        default=4.0,
+        ge=1,
+        le=100,
+        description="How much more a server that already holds the request's prefix is worth "
+        "than its engine weight alone: a cache hit saves the prefill, worth a few times the "
+        "queue a busier server adds. 1: ignore the prefix index.",
+    )

@@ -1,0 +1,72 @@
+"""What the picker knows about each pool: its settings and its servers as the engine sees them.
+
+The control loop owns both; the picker reads them through three callables, so it needs neither
+the loop nor the weigher, and tests hand in plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from xds_control.config import Config
+from xds_control.config.picker import PoolPicker
+from xds_control.discovery import Endpoint, Health
+from xds_control.engine import WeightDecision
+from xds_control.picker.score import Candidate
+
+__all__ = ["Fleet", "candidates", "picker_addresses"]
+
+
+def candidates(
+    endpoints: Sequence[Endpoint], decisions: Sequence[WeightDecision]
+) -> tuple[Candidate, ...]:
+    """A pool's servers with the weights and health EDS publishes for them: the engine's
+    decision when it made one, else discovery's static weight; healthy only when both agree."""
+    decided = {d.address: d for d in decisions}
+    out = []
+    for endpoint in endpoints:
+        decision = decided.get(endpoint.address)
+        weight = endpoint.weight if decision is None else decision.weight
+        healthy = endpoint.health is Health.HEALTHY and (
+            decision is None or decision.health is Health.HEALTHY
+        )
+        out.append(Candidate(address=endpoint.address, weight=weight, healthy=healthy))
+    return tuple(out)
+
+
+def picker_addresses(config: Config) -> list[str]:
+    """Where the pools' pickers serve, each once: where ``serve`` listens for Envoy."""
+    return sorted({p.picker.address for p in config.pools if p.picker is not None})
+
+
+@dataclass
+class Fleet:
+    """The loop's current config, endpoints and the engine's decisions, read on each request;
+    the candidates of a pool are rebuilt only when its inputs changed (the loop replaces the
+    tuples, never mutates them)."""
+
+    config: Callable[[], Config]
+    endpoints: Callable[[], Mapping[str, tuple[Endpoint, ...]]]
+    decisions: Callable[[], Mapping[str, tuple[WeightDecision, ...]]]
+
+    def __post_init__(self) -> None:
+        self._cache: dict[str, tuple[object, object, tuple[Candidate, ...]]] = {}
+
+    def picker(self, pool: str) -> PoolPicker | None:
+        """``pool``'s picker settings; ``None`` for an unknown pool or one without a picker."""
+        for each in self.config().pools:
+            if each.name == pool:
+                return each.picker
+        return None
+
+    def candidates(self, pool: str) -> tuple[Candidate, ...]:
+        """``pool``'s servers now."""
+        endpoints = self.endpoints().get(pool, ())
+        decisions = self.decisions().get(pool, ())
+        cached = self._cache.get(pool)
+        if cached is not None and cached[0] is endpoints and cached[1] is decisions:
+            return cached[2]
+        built = candidates(endpoints, decisions)
+        self._cache[pool] = (endpoints, decisions, built)
+        return built
