@@ -2,9 +2,10 @@
 
 Each distinct server kind (profile plus overrides) is ramped alone, straight to the server
 (no Envoy), with the scenario's workload: the rate grows by ``STEP_FACTOR`` until the server
-stops keeping up (TTFT p90 above the SLO's TTFT, under ``GOOD_SHARE`` answered, or a timeout).
-A kind's capacity is the last rate that held; the fleet's is the sum over its servers. Kinds
-ramp side by side, so the ramp costs as many steps as the slowest kind needs.
+stops keeping up: judged on the second half of the step's arrivals, once a queue has had time
+to build, fewer than ``KEEP_UP_SHARE`` of them answered within the SLO's TTFT
+(``capacity_judge``). A kind's capacity is the last rate that held; the fleet's is the sum over
+its servers. Kinds ramp side by side, so the ramp costs as many steps as the slowest kind needs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from xds_lab.bench.capacity_judge import KEEP_UP_SHARE, keep_up_share
 from xds_lab.bench.metrics import point_metrics
 from xds_lab.bench.point import load_spec
 from xds_lab.bench.scenario import FleetServer, Scenario
@@ -22,13 +24,13 @@ from xds_lab.harness.errors import HarnessError
 from xds_lab.loadgen import Slo, build_requests, run_load
 from xds_lab.sim.profiles import get_profile
 
-__all__ = ["GOOD_SHARE", "STEP_FACTOR", "measure_capacity"]
+__all__ = ["STEP_FACTOR", "measure_capacity"]
 
 _log = structlog.get_logger(__name__)
 STEP_FACTOR = 1.3
-GOOD_SHARE = 0.9
 _MAX_STEPS = 10
-_MIN_REQUESTS = 15
+_MIN_REQUESTS = 30
+"""Per step, so the judged second half holds at least 15 requests."""
 _MAX_DESCENTS = 3
 """A kind that misses the TTFT objective at 1/5 of the first guess misses it unloaded (a slow
 GPU on long prompts): it counts as zero rather than ramping down for minutes."""
@@ -69,16 +71,14 @@ async def _step(
     m = point_metrics(run.results, duration_s=span, slo=slo, time_scale=ts)
     # Keeping up, not the whole SLO: a slow GPU can miss the TPOT objective at any rate (its
     # decode step is what it is), and a ramp on attainment would then never stop going down.
-    held = bool(
-        m["ttft_p90_s"] <= scenario.slo.ttft_s
-        and m["ok"] >= GOOD_SHARE * m["requests"]
-        and m["timeouts"] == 0
-    )
+    share = keep_up_share(run.results, window_s=span, ttft_s=scenario.slo.ttft_s * ts)
+    held = share >= KEEP_UP_SHARE and m["timeouts"] == 0
     _log.info(
         "capacity step",
         server=server,
         rate=round(rate_sim, 2),
         held=held,
+        second_half_kept_up=round(share, 3),
         goodput=round(m["goodput_rps"], 2),
         ttft_p90=m["ttft_p90_s"],
     )
@@ -130,6 +130,7 @@ async def measure_capacity(stack: BenchStack, *, scenario: Scenario) -> dict[str
         "per_kind_rps": held,
         "per_server_rps": per_server,
         "tried": tried,
-        "method": f"each kind alone, x{STEP_FACTOR} per {scenario.capacity_step_s:g} s step, "
-        f"until TTFT p90 > the SLO's TTFT",
+        "method": f"each kind alone, x{STEP_FACTOR} per {scenario.capacity_step_s:g} s step "
+        f"(>= {_MIN_REQUESTS} requests), until under {KEEP_UP_SHARE:.0%} of the step's second "
+        "half meet the SLO's TTFT",
     }

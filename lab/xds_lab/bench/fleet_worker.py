@@ -18,6 +18,7 @@ from pathlib import Path
 from aiohttp import web
 
 from xds_control.log import configure_logging
+from xds_lab.bench.sim_probe import probe_app
 from xds_lab.sim.control import control_app
 from xds_lab.sim.fleet import Fleet, FleetSpec
 from xds_lab.sim.server import SimServer
@@ -54,6 +55,7 @@ def bench_app(servers: dict[str, SimServer]) -> web.Application:
     app.router.add_post("/bench/reset", reset)
     app.router.add_get("/bench/counters", counters)
     app.add_subapp("/sim", control_app(servers))
+    app.add_subapp("/lab", probe_app(servers))  # loop lag, the ideal picker (sim_probe.py)
     return app
 
 

@@ -2,6 +2,11 @@
 real Envoy; plus the context-length surface and push latency, joined into one report.
 
     python -m xds_lab.bench.lb_quality [--quick] [--scenarios mixed,homogeneous] [--out docs/bench]
+        [--seeds 3] [--min-requests 600]
+
+By default (``make bench``) the headline point of each scenario (80%) runs 3 seeds of at least
+600 measured requests per policy and a 100% point checks the capacity (``rigor.FULL``);
+``--quick`` runs one seed at half the scenario's durations (``rigor.QUICK``).
 
 Writes ``<scenario>.json|.md|*.png``, ``context_surface.*`` and ``summary.md`` (machine, aims,
 every table) under ``--out``. One scenario alone: ``xds-control bench run --scenario FILE``.
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import tempfile
 import time
@@ -23,6 +29,7 @@ from xds_lab.bench import run_scenario_file
 from xds_lab.bench.aims import aim_lines
 from xds_lab.bench.push_cell import measure_push_latency
 from xds_lab.bench.push_latency import results_table
+from xds_lab.bench.rigor import FULL, QUICK
 from xds_lab.bench.surface import run_surface, write_heatmaps
 from xds_lab.bench.tables import machine_info, markdown_table
 from xds_lab.harness.envoy import find_envoy
@@ -80,11 +87,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the scenarios, the surface and push latency; write every file and ``summary.md``."""
     parser = argparse.ArgumentParser(prog="python -m xds_lab.bench.lb_quality", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="half durations, fewer points")
+    parser.add_argument("--seeds", type=int, help="seeds at the headline point (3; --quick: 1)")
+    parser.add_argument(
+        "--min-requests", type=int, help="requests per seed at the headline point (600; quick: 0)"
+    )
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="names or paths")
     parser.add_argument("--out", type=Path, default=Path("docs/bench"))
     parser.add_argument("--no-surface", action="store_true")
     parser.add_argument("--no-push", action="store_true")
     args = parser.parse_args(argv)
+    rigor = QUICK if args.quick else FULL
+    if args.seeds is not None:
+        rigor = dataclasses.replace(rigor, seeds=args.seeds)
+    if args.min_requests is not None:
+        rigor = dataclasses.replace(rigor, min_requests=args.min_requests)
     configure_logging(level="info")  # progress: capacity steps and points
     machine = machine_info(envoy_bin=find_envoy())
     args.out.mkdir(parents=True, exist_ok=True)
@@ -94,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for item in (s for s in args.scenarios.split(",") if s):
         path = Path(item) if item.endswith(".yaml") else SCENARIOS_DIR / f"{item}.yaml"
         print(f"  scenario {path.name} ...", flush=True)
-        result = run_scenario_file(path, out_dir=args.out, quick=args.quick)
+        result = run_scenario_file(path, out_dir=args.out, quick=args.quick, rigor=rigor)
         results[result["scenario"]["name"]] = result
         sections.append((args.out / f"{result['scenario']['name']}.md").read_text())
     if not args.no_surface:

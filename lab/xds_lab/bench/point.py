@@ -7,13 +7,19 @@ import contextlib
 import time
 from typing import Any
 
+import aiohttp
 import structlog
 
+from xds_lab.bench.capacity_judge import keep_up_share
+from xds_lab.bench.ideal import IdealRoute
+from xds_lab.bench.lag import lag_flag
 from xds_lab.bench.metrics import point_metrics, prefix_hit_ratio
 from xds_lab.bench.policies import Policy
 from xds_lab.bench.scenario import Scenario
+from xds_lab.bench.sim_probe import read_fleet_lag
 from xds_lab.bench.stack import BenchStack, eds_responses, write_policy_config
 from xds_lab.loadgen import LoadSpec, Slo, build_requests, run_load
+from xds_lab.loadgen.runner import LoadRun
 
 __all__ = ["load_spec", "run_point"]
 
@@ -44,9 +50,10 @@ async def _sample_weights(stack: BenchStack, start: float, out: list[dict[str, A
         await asyncio.sleep(_SAMPLE_S)
 
 
-async def _events(stack: BenchStack, scenario: Scenario, policy: Policy) -> list[dict[str, Any]]:
+async def _events(
+    stack: BenchStack, scenario: Scenario, policy: Policy, added: set[str]
+) -> list[dict[str, Any]]:
     done: list[dict[str, Any]] = []
-    added: set[str] = set()
     start = time.monotonic()
     for event in sorted(scenario.events, key=lambda e: e.at_s):
         await asyncio.sleep(max(0.0, start + event.at_s * scenario.time_scale - time.monotonic()))
@@ -60,32 +67,67 @@ async def _events(stack: BenchStack, scenario: Scenario, policy: Policy) -> list
     return done
 
 
+async def _send(
+    stack: BenchStack, *, scenario: Scenario, policy: Policy, plan: list[Any], added: set[str]
+) -> LoadRun:
+    """Through Envoy, or (the ideal reference) straight to the server the fleet names."""
+    timeout_s = scenario.request_timeout_s * scenario.time_scale
+    if policy.via != "ideal":
+        return await run_load(stack.url, plan, timeout_s=timeout_s)
+    fleet = stack.backends
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        route = IdealRoute(
+            session=session,
+            control_url=fleet.control_url,
+            addresses={n: a for n, a in fleet.addresses.items()},
+            servers=lambda: scenario.pool_servers(added=frozenset(added)),
+            tpot_s=scenario.slo.tpot_s * scenario.time_scale,
+        )
+        return await run_load("", plan, timeout_s=timeout_s, session=session, route=route)
+
+
 async def run_point(
-    stack: BenchStack, *, scenario: Scenario, policy: Policy, rate_rps: float, seed: int
+    stack: BenchStack,
+    *,
+    scenario: Scenario,
+    policy: Policy,
+    rate_rps: float,
+    seed: int,
+    seconds: float | None = None,
 ) -> dict[str, Any]:
-    """Reset the fleet, offer ``rate_rps`` for the scenario's duration through ``policy``'s
-    stack, measure everything."""
+    """Reset the fleet, offer ``rate_rps`` for ``seconds`` (the scenario's duration by default)
+    through ``policy``'s stack, measure everything, and flag the point if either process fell
+    behind real time (``lag.lag_flag``)."""
     ts = scenario.time_scale
+    envoy = policy.via == "envoy"
     await stack.backends.reset()
     plan = build_requests(
-        load_spec(scenario, rate_rps=rate_rps, seconds=scenario.duration_s * ts, seed=seed)
+        load_spec(
+            scenario, rate_rps=rate_rps, seconds=(seconds or scenario.duration_s) * ts, seed=seed
+        )
     )
     counters_before = await stack.backends.counters()
-    eds_before = await eds_responses(stack)
+    eds_before = await eds_responses(stack) if envoy else 0.0
+    await read_fleet_lag(stack.backends.control_url)  # start the fleet's lag window here
     timeline: list[dict[str, Any]] = []
+    added: set[str] = set()
     start = time.monotonic()
-    sampler = asyncio.create_task(_sample_weights(stack, start, timeline), name="bench-weights")
-    events = asyncio.create_task(_events(stack, scenario, policy), name="bench-events")
+    events = asyncio.create_task(_events(stack, scenario, policy, added), name="bench-events")
+    tasks: list[asyncio.Task[Any]] = [events]
+    if envoy:
+        sampler = _sample_weights(stack, start, timeline)
+        tasks.append(asyncio.create_task(sampler, name="bench-weights"))
     try:
-        run = await run_load(stack.url, plan, timeout_s=scenario.request_timeout_s * ts)
+        run = await _send(stack, scenario=scenario, policy=policy, plan=plan, added=added)
         applied = await events
     finally:
-        for task in (sampler, events):
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+    lags = {"loadgen": run.loop_lag, "fleet": await read_fleet_lag(stack.backends.control_url)}
     counters_after = await stack.backends.counters()
-    eds_after = await eds_responses(stack)
+    eds_after = await eds_responses(stack) if envoy else 0.0
     # Rates over the nominal window (requests / rate), not the last arrival: a Poisson run's
     # last arrival falls early or late by chance, which would move req/s above the offered rate.
     span = len(plan) / rate_rps if plan else 0.0
@@ -98,6 +140,11 @@ async def run_point(
             "eds_pushes": eds_after - eds_before,
             "wall_s": round(run.duration_s, 2),
             "loadgen_max_lag_s": round(run.max_lag_s, 4),
+            "keep_up_share": keep_up_share(
+                run.results, window_s=span, ttft_s=scenario.slo.ttft_s * ts
+            ),
+            "loop_lag": lags,
+            "lag_flag": lag_flag(lags),
             "events": applied,
             "weights": timeline,
         }

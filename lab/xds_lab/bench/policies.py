@@ -1,29 +1,46 @@
-"""The six policies the suite compares: Envoy's own balancing, then ours (engine weights)."""
+"""The policies the suite compares: Envoy's own balancing, ours (engine weights), and the
+"ideal" reference (exact knowledge, no Envoy: ``ideal.py``).
+
+``picker`` is the place for the per-request endpoint picker (issue 16): it needs a picker
+running beside the control plane, which the lab cannot start yet, so the runner skips it with a
+note; it is not in ``DEFAULT_POLICIES``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from xds_lab.harness.pool_config import one_pool_config
 
-__all__ = ["POLICIES", "Policy", "control_plane_config"]
+__all__ = ["DEFAULT_POLICIES", "POLICIES", "Policy", "control_plane_config"]
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """An Envoy LB policy, optionally with a bounded load, with or without engine weights."""
+    """An Envoy LB policy, optionally with a bounded load, with or without engine weights;
+    or a router that is not Envoy (``via``)."""
 
     name: str
     lb: str
     hash_balance_factor: int | None = None
     engine_weights: bool = False
+    active_request_bias: float | None = None
+    """LEAST_REQUEST only; None leaves the control plane's default."""
+    via: Literal["envoy", "ideal", "picker"] = "envoy"
+    """``ideal``: the load generator routes with exact knowledge (no Envoy); ``picker``: needs
+    the endpoint picker running (not in the lab yet)."""
 
     @property
     def ours(self) -> bool:
         """Weights come from the control plane's engine (not static, equal weights)."""
-        return self.engine_weights
+        return self.engine_weights and self.via == "envoy"
+
+    @property
+    def reference(self) -> bool:
+        """A bound, not a contender: left out of "ours" and "Envoy's best" alike."""
+        return self.via == "ideal"
 
 
 POLICIES: dict[str, Policy] = {
@@ -36,8 +53,25 @@ POLICIES: dict[str, Policy] = {
         Policy("maglev_bounded", "maglev", hash_balance_factor=150),
         Policy("maglev_weights", "maglev", engine_weights=True),
         Policy("least_request_weights", "least_request", engine_weights=True),
+        Policy("ideal", "none", via="ideal"),
+        # The per-request picker, with weighted MAGLEV as Envoy's fallback (issue 16).
+        Policy("picker", "maglev", engine_weights=True, via="picker"),
+        # Investigation variants (docs/benchmarks.md): Envoy's own bias, and weights alone.
+        Policy("least_request_weights_bias1", "least_request", True, active_request_bias=1.0),
+        Policy("least_request_weights_bias0", "least_request", True, active_request_bias=0.0),
     )
 }
+
+DEFAULT_POLICIES = (
+    "round_robin",
+    "least_request",
+    "maglev",
+    "maglev_bounded",
+    "maglev_weights",
+    "least_request_weights",
+    "ideal",
+)
+"""What a scenario runs unless it lists its own policies."""
 
 
 def control_plane_config(
@@ -53,6 +87,8 @@ def control_plane_config(
     lb: dict[str, Any] = {"policy": policy.lb}
     if policy.hash_balance_factor is not None:
         lb["hash_balance_factor"] = policy.hash_balance_factor
+    if policy.active_request_bias is not None:
+        lb["active_request_bias"] = policy.active_request_bias
     return one_pool_config(
         endpoints=[{"address": a, "batch_slots": slots} for a, slots in batch_slots.items()],
         listener_port=listener_port,

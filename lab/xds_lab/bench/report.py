@@ -1,25 +1,36 @@
-"""A scenario result as a Markdown table (``<name>.md``) and PNG plots (matplotlib)."""
+"""A scenario result as a Markdown table (``<name>.md``) and PNG plots (matplotlib).
+
+Rows are ``aggregate.aggregate_points`` rows: one per (policy, load), the median over the
+seeds that are results, min-max in brackets where several seeds ran, and how many requests the
+P99 rests on. Lag-flagged seeds are counted, not shown.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from xds_lab.bench.aggregate import aggregate_points, rests_on
+from xds_lab.bench.capacity_judge import capacity_verdict
+from xds_lab.bench.lag import LAG_P99_LIMIT_S
 
 __all__ = ["points_table", "write_report"]
 
 _HEADER = (
     "policy",
     "load",
+    "seeds (flagged)",
+    "requests/seed (P99 rests on)",
     "offered req/s",
     "TTFT p50 ms",
     "TTFT p90 ms",
     "TTFT p99 ms",
+    "P90 / ideal",
     "TPOT p99 ms",
     "E2E p99 s",
     "req/s",
-    "out tok/s",
     "goodput req/s",
     "prefix hit",
     "errors (timeouts)",
@@ -31,31 +42,55 @@ def _ms(seconds: float) -> str:
     return "n/a" if math.isnan(seconds) else f"{seconds * 1000:.0f}"
 
 
-def _row(p: dict[str, Any]) -> list[str]:
+def _ranged(p: Mapping[str, Any], key: str, fmt: str, scale: float = 1.0) -> str:
+    value = p[key]
+    if math.isnan(value):
+        return "n/a"
+    text = format(value * scale, fmt)
+    low, high = p["range"].get(key, (value, value))
+    if p["seeds"] > 1:
+        text += f" [{format(low * scale, fmt)}-{format(high * scale, fmt)}]"
+    return text
+
+
+def _vs_ideal(p: Mapping[str, Any], ideal: Mapping[float, float]) -> str:
+    base = ideal.get(p["load"], math.nan)
+    if p.get("reference") or not base > 0 or math.isnan(p["ttft_p90_s"]):
+        return "" if p.get("reference") else "n/a"
+    return f"{p['ttft_p90_s'] / base:.1f}x"
+
+
+def _row(p: Mapping[str, Any], ideal: Mapping[float, float]) -> list[str]:
     name = f"**{p['policy']}**" if p["ours"] else p["policy"]
+    if p.get("reference"):
+        name = f"_{p['policy']}_"
+    head = [name, f"{p['load']:.0%}", f"{p['seeds']} ({p['flagged']})"]
+    if p["seeds"] == 0:
+        return [*head, "every seed lag-flagged: not a result", *[""] * (len(_HEADER) - 4)]
     return [
-        name,
-        f"{p['load']:.0%}",
+        *head,
+        f"{p['requests']} ({rests_on(p['requests'], 99)})",
         f"{p['offered_rps']:.2f}",
-        _ms(p["ttft_p50_s"]),
-        _ms(p["ttft_p90_s"]),
-        _ms(p["ttft_p99_s"]),
+        _ranged(p, "ttft_p50_s", ".0f", 1000),
+        _ranged(p, "ttft_p90_s", ".0f", 1000),
+        _ranged(p, "ttft_p99_s", ".0f", 1000),
+        _vs_ideal(p, ideal),
         _ms(p["tpot_p99_s"]),
         "n/a" if math.isnan(p["e2e_p99_s"]) else f"{p['e2e_p99_s']:.1f}",
         f"{p['throughput_rps']:.2f}",
-        f"{p['output_tokens_per_s']:.0f}",
-        f"{p['goodput_rps']:.2f}",
-        f"{p['prefix_hit_ratio']:.2f}",
-        f"{p['errors']} ({p['timeouts']})",
+        _ranged(p, "goodput_rps", ".2f"),
+        _ranged(p, "prefix_hit_ratio", ".2f"),
+        f"{p['errors']:.0f} ({p['timeouts']:.0f})",
         f"{p['eds_pushes']:.0f}",
     ]
 
 
-def points_table(points: Sequence[dict[str, Any]]) -> str:
-    """One row per (load, policy), grouped by load; our policies in bold."""
-    ordered = sorted(points, key=lambda p: (p["load"], 0))
+def points_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One row per (load, policy), grouped by load; ours in bold, the reference in italics."""
+    ordered = sorted(rows, key=lambda p: p["load"])
+    ideal = {p["load"]: p["ttft_p90_s"] for p in rows if p.get("reference") and p["seeds"]}
     lines = ["| " + " | ".join(_HEADER) + " |", "|" + "---|" * 2 + "---:|" * (len(_HEADER) - 2)]
-    lines += ["| " + " | ".join(_row(p)) + " |" for p in ordered]
+    lines += ["| " + " | ".join(_row(p, ideal)) + " |" for p in ordered]
     return "\n".join(lines)
 
 
@@ -76,12 +111,19 @@ def _latency_vs_load(result: dict[str, Any], path: Path) -> None:
         by_policy.setdefault(p["policy"], []).append(p)
     for name, pts in by_policy.items():
         pts.sort(key=lambda p: p["load"])
-        style = "-" if pts[0]["ours"] else "--"
+        style = "-" if pts[0]["ours"] else ":" if pts[0].get("reference") else "--"
         loads = [p["load"] * 100 for p in pts]
-        axes[0].plot(loads, [p["ttft_p99_s"] for p in pts], style, marker="o", label=name)
-        axes[1].plot(loads, [p["goodput_rps"] for p in pts], style, marker="o", label=name)
+        for ax, key in ((axes[0], "ttft_p99_s"), (axes[1], "goodput_rps")):
+            mid = [p[key] for p in pts]
+            low = [m - p["range"].get(key, (m, m))[0] for p, m in zip(pts, mid, strict=True)]
+            high = [p["range"].get(key, (m, m))[1] - m for p, m in zip(pts, mid, strict=True)]
+            ax.errorbar(loads, mid, yerr=[low, high], fmt=style, marker="o", capsize=3, label=name)
+    fewest = min(p["requests"] for p in result["points"])
     axes[0].set_yscale("log")
-    axes[0].set_ylabel("TTFT p99 (s, log)")
+    axes[0].set_ylabel(
+        f"TTFT p99 (s, log); median of seeds, bars min-max\n"
+        f"each P99 rests on >= {rests_on(fewest, 99)} requests ({fewest}/point)"
+    )
     axes[1].set_ylabel("goodput (req/s within SLO)")
     for ax in axes:
         ax.set_xlabel("offered load (% of measured capacity)")
@@ -103,11 +145,12 @@ def _cdf(result: dict[str, Any], path: Path) -> float:
             continue
         xs = p["ttft_s"]
         ys = [(i + 1) / len(xs) for i in range(len(xs))]
-        ax.step(xs, ys, "-" if p["ours"] else "--", where="post", label=p["policy"])
+        label = f"{p['policy']} (n={len(xs)}, P99 on {rests_on(len(xs), 99)})"
+        ax.step(xs, ys, "-" if p["ours"] else "--", where="post", label=label)
     ax.set_xscale("log")
     ax.set_xlabel("TTFT (s, log)")
     ax.set_ylabel("fraction of requests")
-    ax.set_title(f"{result['scenario']['name']}: TTFT CDF at {level:.0%} load")
+    ax.set_title(f"{result['scenario']['name']}: TTFT CDF at {level:.0%} load (one seed)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -143,29 +186,50 @@ def _weights(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _notes(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    rigor = result.get("rigor", {})
+    notes = [
+        f"Capacity: {result['capacity']['capacity_rps']:.2f} req/s "
+        f"({result['capacity'].get('method', '')}); {capacity_verdict(rows)['text']}.",
+        "",
+        f"Run length: `{rigor.get('name', '?')}` ({rigor.get('seeds', 1)} seed(s) of >= "
+        f"{rigor.get('min_requests', 0)} requests at the headline point). Cells with a range "
+        "are the median [min-max] over seeds. A point whose simulator or load generator loop "
+        f"lagged over {LAG_P99_LIMIT_S * 1000:.0f} ms at p99 is flagged and left out. "
+        "`ideal` (italics) routes with exact knowledge of every server's cache and queue, "
+        "straight to the server: it bypasses Envoy, and bounds what any routing could do.",
+    ]
+    flags = [f"- {r['policy']} at {r['load']:.0%}: {f}" for r in rows for f in r.get("flags", ())]
+    if flags:
+        notes += ["", "Lag-flagged (not results):", *flags]
+    notes += [f"- `{name}` skipped: {why}" for name, why in result.get("skipped", {}).items()]
+    return notes
+
+
 def write_report(result: dict[str, Any], *, out_dir: Path, plots: bool = True) -> list[Path]:
-    """``<name>.md`` (capacity and the table) and, with ``plots``, the PNGs; the paths."""
+    """``<name>.md`` (capacity, its check, the table) and, with ``plots``, the PNGs."""
     name = result["scenario"]["name"]
-    cap = result["capacity"]
+    rows = aggregate_points(result["points"])
+    shown = {**result, "points": [r for r in rows if r["seeds"] > 0]}
     lines = [
         f"## {name}",
         "",
         result["scenario"].get("description", ""),
         "",
-        f"Capacity: {cap['capacity_rps']:.2f} req/s ({cap.get('method', '')}).",
+        *_notes(result, rows),
         "",
-        points_table(result["points"]),
+        points_table(rows),
         "",
     ]
     written = [out_dir / f"{name}.md"]
-    if plots:
-        if len({p["load"] for p in result["points"]}) > 1:
-            _latency_vs_load(result, out_dir / f"{name}-load.png")
+    if plots and shown["points"]:
+        if len({p["load"] for p in shown["points"]}) > 1:
+            _latency_vs_load(shown, out_dir / f"{name}-load.png")
             written.append(out_dir / f"{name}-load.png")
-        _cdf(result, out_dir / f"{name}-ttft-cdf.png")
+        _cdf(shown, out_dir / f"{name}-ttft-cdf.png")
         written.append(out_dir / f"{name}-ttft-cdf.png")
         if result["scenario"]["events"]:
-            _weights(result, out_dir / f"{name}-weights.png")
+            _weights(shown, out_dir / f"{name}-weights.png")
             written.append(out_dir / f"{name}-weights.png")
     (out_dir / f"{name}.md").write_text("\n".join(lines))
     return written

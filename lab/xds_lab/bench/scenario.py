@@ -23,7 +23,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from xds_control.config.load import load_model
-from xds_lab.bench.policies import POLICIES
+from xds_lab.bench.policies import DEFAULT_POLICIES, POLICIES
 from xds_lab.sim.profiles import get_profile
 
 __all__ = ["Event", "FleetServer", "Scenario", "SloSpec", "load_scenario"]
@@ -96,7 +96,7 @@ class Scenario(_Model):
     request_timeout_s: float = Field(
         25.0, gt=0, description="A request still unanswered this long after it left is a timeout."
     )
-    policies: tuple[str, ...] = Field(tuple(POLICIES), min_length=1)
+    policies: tuple[str, ...] = Field(DEFAULT_POLICIES, min_length=1)
     events: tuple[Event, ...] = ()
 
     @model_validator(mode="after")

@@ -133,14 +133,19 @@ def run(
     out: Annotated[Path, typer.Option(help="Folder for <name>.json, <name>.md and plots.")] = (
         Path("docs/bench")
     ),
-    quick: Annotated[bool, typer.Option(help="Half durations, only the 50% and 80% points.")] = (
-        False
-    ),
+    quick: Annotated[
+        bool,
+        typer.Option(
+            help="One seed, half durations, only the 50% and 80% points (not 3 seeds "
+            "of >= 600 requests at 80% and a 100% check)."
+        ),
+    ] = False,
     plots: Annotated[bool, typer.Option(help="Write PNG plots (needs matplotlib).")] = True,
 ) -> None:
     """Run every policy of a scenario through a real Envoy; write JSON, Markdown and plots."""
     from xds_control.errors import XdsControlError
     from xds_lab.bench import run_scenario_file
+    from xds_lab.bench.aggregate import aggregate_points
     from xds_lab.bench.report import points_table
     from xds_lab.harness.errors import HarnessError
 
@@ -151,7 +156,7 @@ def run(
         app.abort(str(exc), 2)
     if app.output is OutputFormat.TABLE:
         app.console.print(f"capacity {result['capacity']['capacity_rps']:.2f} req/s")
-        app.console.print(points_table(result["points"]), markup=False)
+        app.console.print(points_table(aggregate_points(result["points"])), markup=False)
         app.console.print(f"written to {out}/{result['scenario']['name']}.*")
     else:
         app.print_data(

@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
 
 from xds_lab.loadgen.workloads import RequestSpec
 
-__all__ = ["Result", "send"]
+__all__ = ["Result", "Route", "send"]
+
+Route = Callable[[RequestSpec], Awaitable[str]]
+"""Chooses a base URL per request (a picker the load generator asks itself); its time counts
+in the request's latency, as a real picker's would."""
 
 
 @dataclass(slots=True)
@@ -83,8 +88,10 @@ async def send(
     scheduled: float,
     server_header: str = "x-sim-server",
     timeout_s: float = 120.0,
+    route: Route | None = None,
 ) -> Result:
-    """Send ``spec``; never raises for network or HTTP errors (they land in ``Result.error``)."""
+    """Send ``spec`` to ``base_url``, or where ``route`` says; never raises for network or HTTP
+    errors (they land in ``Result.error``)."""
     start = time.monotonic()
     result = Result(
         index=spec.index,
@@ -97,6 +104,8 @@ async def send(
     )
     try:
         async with asyncio.timeout(timeout_s):
+            if route is not None:
+                base_url = await route(spec)
             async with session.post(
                 base_url + spec.path, json=spec.body, headers=spec.headers
             ) as resp:
