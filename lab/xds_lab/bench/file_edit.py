@@ -89,7 +89,7 @@ async def _seen(envoy: EnvoyProcess, address: str, weight: int, *, timeout: floa
 
 
 async def measure_file_edits(
-    *, endpoints: int, edits: int, workdir: Path, seed: int = 1, debounce_ms: int = 20
+    *, endpoints: int, edits: int, workdir: Path, seed: int = 1, debounce_ms: int | None = None
 ) -> EditResult:
     """Start a control plane and an Envoy over ``endpoints``, time ``edits`` edits."""
     rng = random.Random(seed)
@@ -118,14 +118,16 @@ async def measure_file_edits(
     return EditResult(endpoints=endpoints, latency_s=latencies)
 
 
-def _control_plane(workdir: Path, *, first: str, debounce_ms: int) -> ControlPlaneProcess:
-    """A control plane (not started) serving one pool from ``workdir/eps.yaml`` (``first``)."""
+def _control_plane(workdir: Path, *, first: str, debounce_ms: int | None) -> ControlPlaneProcess:
+    """A control plane (not started) serving one pool from ``workdir/eps.yaml`` (``first``),
+    with ``watch.debounce_ms`` if given, else the default."""
     workdir.mkdir(parents=True, exist_ok=True)
     _write(workdir / "eps.yaml", first)
     config = one_pool_config(endpoints=[], listener_port=free_port())
     config["pools"] = [{"name": POOL, "endpoints_file": "eps.yaml"}]
     config["signals"] = {"reconcile_period_s": 30}
-    config["watch"] = {"debounce_ms": debounce_ms}
+    if debounce_ms is not None:
+        config["watch"] = {"debounce_ms": debounce_ms}
     control = ControlPlaneProcess(
         config_path=workdir / "config.yaml", workdir=workdir, log_level="warning"
     )
@@ -158,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--endpoints", type=_ints, default=[100, 1000], help="e.g. 100,1000")
     parser.add_argument("--edits", type=int, default=20, help="edits per size")
     parser.add_argument(
-        "--debounce-ms", type=int, default=20, help="the control plane's watch.debounce_ms"
+        "--debounce-ms", type=int, default=None, help="watch.debounce_ms (default: the default)"
     )
     args = parser.parse_args(argv)
     configure_logging(level="warning")
