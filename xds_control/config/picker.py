@@ -40,7 +40,8 @@ class PoolPicker(StrictModel):
         ge=0,
         le=8,
         description="Further servers after the best one in the answer, best first (the "
-        "Inference Extension's fallback list, for `override_host` to try after the first).",
+        "Inference Extension's fallback list): `override_host` takes the first one its "
+        "cluster still has, so a server that left between pick and send costs nothing.",
     )
     prefix_bytes: int = Field(
         default=256,
