@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from xds_control.picker.fleet import Fleet
 from xds_control.picker.index import PrefixIndex
+from xds_control.picker.metrics import PICKS
 from xds_control.picker.prefix import prefix_key
 from xds_control.picker.score import rank
 
@@ -29,19 +30,24 @@ class Picker:
         nothing to pick on (no picker for the pool, a body too large or not a completion
         request, no healthy server): Envoy's fallback policy then decides."""
         settings = self.fleet.picker(pool)
-        if settings is None or len(body) > settings.max_body_bytes:
-            return []
-        key = prefix_key(body, prefix_bytes=settings.prefix_bytes)
-        if key is None:
+        key = None
+        if settings is not None and len(body) <= settings.max_body_bytes:
+            key = prefix_key(body, prefix_bytes=settings.prefix_bytes)
+        if settings is None or key is None:
+            PICKS.labels(pool=pool, outcome="none").inc()
             return []
         index = self._index(pool, settings.index_size)
+        holder = index.get(key)
         chosen = rank(
             self.fleet.candidates(pool),
             key=key,
-            holder=index.get(key),
+            holder=holder,
             affinity=settings.affinity,
             count=1 + settings.fallbacks,
         )
-        if chosen:
-            index.put(key, chosen[0])
+        if not chosen:
+            PICKS.labels(pool=pool, outcome="none").inc()
+            return []
+        index.put(key, chosen[0])
+        PICKS.labels(pool=pool, outcome="held" if chosen[0] == holder else "placed").inc()
         return chosen

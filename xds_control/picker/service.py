@@ -18,6 +18,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext
 from google.protobuf import struct_pb2
 
+from xds_control.picker.metrics import PICK_SECONDS, PICKS
 from xds_control.picker.picker import Picker
 from xds_control.xds.picker import DESTINATION_HEADER, POOL_METADATA
 
@@ -64,9 +65,11 @@ def answer(picker: Picker, *, pool: str, request: ext.ProcessingRequest) -> ext.
     if request.WhichOneof("request") != "request_body" or not pool:
         return _pass(request)
     try:
-        chosen = picker.pick(pool=pool, body=request.request_body.body)
+        with PICK_SECONDS.time():
+            chosen = picker.pick(pool=pool, body=request.request_body.body)
     except Exception:  # never into gRPC: a failed pick is a request without a pick
         log.exception("pick failed", pool=pool)
+        PICKS.labels(pool=pool, outcome="error").inc()
         return _pass(request)
     return _picked(chosen) if chosen else _pass(request)
 

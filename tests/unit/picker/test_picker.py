@@ -8,11 +8,22 @@ from collections.abc import Mapping
 
 import yaml
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext
+from prometheus_client import REGISTRY
 
 from xds_control.config import Config, parse_config
 from xds_control.discovery import Endpoint
 from xds_control.picker import Fleet, Picker
 from xds_control.picker.service import answer
+
+
+def _picks(outcome: str) -> float:
+    return (
+        REGISTRY.get_sample_value(
+            "xds_control_picker_picks_total", {"pool": "chat", "outcome": outcome}
+        )
+        or 0.0
+    )
+
 
 ADDRESSES = ["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]
 
@@ -101,7 +112,9 @@ def test_a_failing_pick_is_no_pick() -> None:
         raise RuntimeError("boom")
 
     picker = Picker(fleet=Fleet(config=broken, endpoints=dict, decisions=dict))
+    errors = _picks("error")
     response = answer(picker, pool="chat", request=_body_message(_body("be brief")))
+    assert _picks("error") == errors + 1
     assert response.WhichOneof("response") == "request_body"
     assert not response.request_body.response.HasField("header_mutation")
 
@@ -117,4 +130,6 @@ def test_a_prefix_stays_where_it_went_when_weights_move() -> None:
     state.reweigh(weights)
     # Rendezvous alone would move some prompts to the heavier holder; the index keeps each
     # where its prefix is cached (10 x 4 >= 40).
+    held = _picks("held")
     assert {p: picker.pick(pool="chat", body=_body(p))[0] for p in prompts} == first
+    assert _picks("held") == held + len(prompts)

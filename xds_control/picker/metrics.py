@@ -1,0 +1,20 @@
+"""The picker's own Prometheus metrics (Envoy counts the other side: ``ext_proc.picker.*``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+__all__ = ["PICKS", "PICK_SECONDS"]
+
+PICKS = Counter(
+    "xds_control_picker_picks_total",
+    "Requests the picker answered, by pool and outcome: held (the server holding the prefix), "
+    "placed (rendezvous on the engine's weights), none (nothing to pick on: the fallback "
+    "policy decides), error (a failed pick, answered as none).",
+    ["pool", "outcome"],
+)
+PICK_SECONDS = Histogram(
+    "xds_control_picker_pick_seconds",
+    "Time inside the picker per body (parse, index, rank), without gRPC.",
+    buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01),
+)
