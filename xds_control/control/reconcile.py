@@ -83,7 +83,9 @@ def reconcile_once(
         )
         for listener in config.listeners
     ]
-    with_pickers(config, clusters=clusters, listeners=listeners, route_configs=route_configs)
+    clusters, listeners, route_configs = with_pickers(
+        config, clusters=clusters, listeners=listeners, route_configs=route_configs
+    )
     return build_snapshot(
         clusters=clusters,
         load_assignments=assignments,

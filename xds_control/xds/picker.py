@@ -240,23 +240,28 @@ def _listener_pickers(listener: Listener, pickers: Mapping[str, PoolPicker]) -> 
 def with_pickers(
     config: Config,
     *,
-    clusters: list[cluster_pb2.Cluster],
-    listeners: list[listener_pb2.Listener],
-    route_configs: list[route_pb2.RouteConfiguration],
-) -> None:
-    """Wire every pool with a ``picker`` into the built resources (in place, in order: one
-    entry per pool and per listener of ``config``): its cluster, the picker's cluster, and the
-    filter and route settings of each listener with a route to it. Nothing changes for a
-    config without pickers."""
+    clusters: Sequence[cluster_pb2.Cluster],
+    listeners: Sequence[listener_pb2.Listener],
+    route_configs: Sequence[route_pb2.RouteConfiguration],
+) -> tuple[
+    list[cluster_pb2.Cluster], list[listener_pb2.Listener], list[route_pb2.RouteConfiguration]
+]:
+    """The built resources (one entry per pool and per listener of ``config``, in order) with
+    every pool that has a ``picker`` wired in: its cluster, the picker's cluster, and the
+    filter and route settings of each listener with a route to it. A config without pickers
+    gets them back unchanged."""
     pickers = {pool.name: pool.picker for pool in config.pools if pool.picker is not None}
+    out_clusters, out_listeners, out_routes = list(clusters), list(listeners), list(route_configs)
     if not pickers:
-        return
+        return out_clusters, out_listeners, out_routes
     for index, pool in enumerate(config.pools):
         if pool.picker is not None:
-            clusters[index] = with_override_host(clusters[index], pool)
-    clusters += [build_picker_cluster(a) for a in sorted({p.address for p in pickers.values()})]
+            out_clusters[index] = with_override_host(clusters[index], pool)
+    addresses = sorted({p.address for p in pickers.values()})
+    out_clusters += [build_picker_cluster(a) for a in addresses]
     for index, listener in enumerate(config.listeners):
         used = _listener_pickers(listener, pickers)
         if used:
-            listeners[index] = with_picker_filter(listeners[index], used)
-            route_configs[index] = with_picker_routes(route_configs[index], pickers)
+            out_listeners[index] = with_picker_filter(listeners[index], used)
+            out_routes[index] = with_picker_routes(route_configs[index], pickers)
+    return out_clusters, out_listeners, out_routes
