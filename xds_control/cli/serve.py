@@ -25,6 +25,7 @@ from xds_control.control.limiter import Limiter
 from xds_control.errors import ConfigError, ServeError
 from xds_control.picker import Fleet, Picker, PickerServer, picker_addresses
 from xds_control.server import StreamRegistry, XdsServer
+from xds_control.server.collector import collect_less_often
 from xds_control.tasks import guarded_task
 
 __all__ = ["EXIT_CRASHED", "command", "serve"]
@@ -118,6 +119,7 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
             # middle of an edit's way to Envoy (docs/benchmarks.md, file_edit).
             gc.collect()
             gc.freeze()
+            collect_less_often()  # a push to many streams: server/collector.py
             await stop.wait()
     finally:
         log.info("stopping", reason=crashed[0] if crashed else "signal")

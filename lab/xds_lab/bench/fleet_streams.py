@@ -31,6 +31,7 @@ from xds_control.control import reconcile_groups
 from xds_control.discovery import to_endpoints
 from xds_control.log import configure_logging
 from xds_control.server import StreamRegistry, XdsServer
+from xds_control.server.collector import collect_less_often
 from xds_control.xds import type_urls as urls
 from xds_control.xds.routes import route_config_name
 from xds_lab.bench.fleet_change import Fleet, fleet_config, wait_for_acks
@@ -95,6 +96,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
     server = XdsServer(cache=cache, registry=registry, address="127.0.0.1:0")
     await server.start()
     await server.mark_serving()
+    if not args.gc_default:  # as ``xds-control serve`` does once it serves
+        gc.collect()
+        gc.freeze()
+        collect_less_often()
     routes = [route_config_name(listener) for listener in config.listeners]
     clients = _clients(args, port=server.port, routes=routes, workdir=workdir)
     envoys = [
@@ -130,8 +135,6 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
         gc.collect()
         result.rss_sync_peak_mb = rss_mb("VmHWM")
         result.rss_synced_mb = rss_mb()
-        if args.gc_freeze:
-            gc.freeze()  # what is alive now (snapshot, stream state) is left out of collections
         for _ in range(args.changes):
             await fleet.change(result)
             await asyncio.sleep(0.2)
@@ -168,9 +171,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
-        "--gc-freeze",
+        "--gc-default",
         action="store_true",
-        help="gc.freeze() after the first sync: how much the garbage collector costs a push",
+        help="keep CPython's collector as it is (serve freezes what start-up made and "
+        "collects young objects less often): what the collector costs a push",
     )
     return parser.parse_args(argv)
 
