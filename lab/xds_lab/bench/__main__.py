@@ -17,6 +17,8 @@ BENCHMARKS = (
     "reconcile",
     "lb_quality",
     "fleet_streams",
+    "classify_latency",
+    "mixed_pools",
 )
 """Module names in this package; each exposes ``main()``. Missing ones are skipped, so the runner
 works while benchmarks are still being written."""

@@ -1,0 +1,268 @@
+"""The latency the classify filter adds: one Envoy, two listeners in front of the same fast
+backend, one plain and one with ``classify`` (and a request class to match), at a fixed open-loop
+rate.
+
+    python -m xds_lab.bench.classify_latency [--rate 500] [--seconds 2] [--rounds 6]
+        [--body-kib 1,8] [--out docs/bench]
+
+The arms alternate (plain, classified, classified, plain, ...) so drift on a shared machine
+falls on both. Latency is the client's, request sent to response read, over loopback; the
+difference between the arms is the filter's (buffering the body, the Lua parse, the second
+route match). Writes ``classify_latency.json|.md|.png`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from xds_control.config import Listener
+from xds_control.log import configure_logging
+from xds_control.xds.lua import classifier_source
+from xds_lab.bench.fast_backend import FastBackend
+from xds_lab.bench.tables import machine_info, markdown_table, write_cdf
+from xds_lab.harness.envoy import find_envoy
+from xds_lab.harness.ports import free_port
+from xds_lab.harness.stack import Stack
+from xds_lab.loadgen import percentile
+
+__all__ = ["main"]
+
+ARMS = ("plain", "classified")
+
+
+def _config(stack: Stack[FastBackend], classified_port: int) -> dict[str, Any]:
+    address = next(iter(stack.backends.addresses.values()))
+    return {
+        "pools": [{"name": "echo", "endpoints": [{"address": address}]}],
+        "listeners": [
+            {
+                "name": "plain",
+                "address": f"127.0.0.1:{stack.listener_port}",
+                "routes": [{"name": "all", "pool": "echo"}],
+            },
+            {
+                "name": "classified",
+                "address": f"127.0.0.1:{classified_port}",
+                "classify": {},
+                "routes": [
+                    {"name": "long", "match": {"prompt_tokens": {"min": 4000}}, "pool": "echo"},
+                    {"name": "chat", "match": {"stream": True}, "pool": "echo"},
+                    {"name": "all", "pool": "echo"},
+                ],
+            },
+        ],
+    }
+
+
+def chat_body(kib: int) -> bytes:
+    """An OpenAI chat request of about ``kib`` KiB: a system prompt and a user message."""
+    filler = "Summarise the following text in one line. " * (kib * 1024 // 43 + 1)
+    body = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "messages": [
+            {"role": "system", "content": "You are a concise assistant."},
+            {"role": "user", "content": filler[: max(0, kib * 1024 - 160)]},
+        ],
+        "max_tokens": 64,
+        "stream": False,
+    }
+    return json.dumps(body).encode()
+
+
+async def _arm(
+    session: aiohttp.ClientSession, url: str, body: bytes, *, rate: float, seconds: float
+) -> tuple[list[float], int]:
+    """Open-loop arrivals at ``rate`` for ``seconds``: each request's latency, and failures."""
+    latencies: list[float] = []
+    failures = 0
+    headers = {"content-type": "application/json"}
+
+    async def one() -> None:
+        nonlocal failures
+        started = time.perf_counter()
+        try:
+            async with session.post(url, data=body, headers=headers) as resp:
+                await resp.read()
+                ok = resp.status == 200
+        except aiohttp.ClientError:
+            ok = False
+        if ok:
+            latencies.append(time.perf_counter() - started)
+        else:
+            failures += 1
+
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.05
+    tasks = []
+    for i in range(int(rate * seconds)):
+        delay = start + i / rate - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one()))
+    await asyncio.gather(*tasks)
+    return latencies, failures
+
+
+async def _measure(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
+    stack = Stack(workdir=workdir, backends=FastBackend(), log_level="warning")
+    classified_port = free_port()
+    urls = {
+        "plain": f"{stack.url}/v1/chat/completions",
+        "classified": f"http://127.0.0.1:{classified_port}/v1/chat/completions",
+    }
+    cells: list[dict[str, Any]] = []
+    try:
+        await stack.start(_config(stack, classified_port))
+        connector = aiohttp.TCPConnector(limit=200)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            for kib in args.body_kib:
+                body = chat_body(kib)
+                for arm in ARMS:  # warm-up: connections, Lua state, the route tables
+                    await _arm(session, urls[arm], body, rate=args.rate, seconds=1.0)
+                samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
+                failed = dict.fromkeys(ARMS, 0)
+                for r in range(args.rounds):
+                    for arm in ARMS if r % 2 == 0 else ARMS[::-1]:
+                        got, failures = await _arm(
+                            session, urls[arm], body, rate=args.rate, seconds=args.seconds
+                        )
+                        samples[arm] += got
+                        failed[arm] += failures
+                for arm in ARMS:
+                    cells.append(_cell(arm, kib, len(body), samples[arm], failed[arm]))
+                print(f"  {kib} KiB body: done", flush=True)
+    finally:
+        await stack.close()
+    return cells
+
+
+def parse_cost(kibs: Sequence[int]) -> list[list[object]]:
+    """The filter's script alone (``classify``: decode and classify one body) under PUC Lua 5.1
+    through ``lupa``, best of 5 x 200 calls per body size; ``[]`` without ``lupa``. Envoy runs
+    LuaJIT, faster than PUC Lua, so this is an upper bound of the script's CPU per request,
+    free of the client's and the machine's noise that the end-to-end figures carry."""
+    try:
+        from lupa import lua51  # type: ignore[import-untyped]  # a test dependency
+    except ImportError:
+        return []
+    listener = Listener.model_validate(
+        {
+            "name": "g",
+            "address": "127.0.0.1:1",
+            "classify": {},
+            "routes": [{"name": "a", "pool": "a"}],
+        }
+    )
+    assert listener.classify is not None
+    source = classifier_source(listener.classify, listener=listener, model_header="x-model")
+    runtime = lua51.LuaRuntime(encoding=None)
+    runtime.execute(source + "\nCLASSIFY_SETTINGS = CLASSIFY")
+    classify, settings = runtime.globals().classify, runtime.globals().CLASSIFY_SETTINGS
+    rows: list[list[object]] = []
+    for kib in kibs:
+        body, best = chat_body(kib), math.inf
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(200):
+                classify(body, settings)
+            best = min(best, (time.perf_counter() - started) / 200)
+        rows.append([f"{kib} KiB", len(body), f"{best * 1000:.3f}"])
+    return rows
+
+
+def _cell(arm: str, kib: int, size: int, samples: list[float], failures: int) -> dict[str, Any]:
+    return {
+        "route": arm,
+        "body_kib": kib,
+        "body_bytes": size,
+        "ok": len(samples),
+        "failed": failures,
+        "p50_s": percentile(samples, 50),
+        "p99_s": percentile(samples, 99),
+        "samples_s": samples,
+    }
+
+
+def results_table(cells: Sequence[dict[str, Any]]) -> str:
+    """One row per body size and route, and what the filter added at p50 and p99."""
+    plain = {c["body_kib"]: c for c in cells if c["route"] == "plain"}
+    rows = []
+    for c in cells:
+        base = plain[c["body_kib"]]
+        added = c["route"] != "plain"
+        rows.append(
+            [
+                f"{c['body_kib']} KiB",
+                c["route"],
+                c["ok"],
+                c["failed"],
+                f"{c['p50_s'] * 1000:.2f}",
+                f"{c['p99_s'] * 1000:.2f}",
+                f"{(c['p50_s'] - base['p50_s']) * 1000:+.2f}" if added else "",
+                f"{(c['p99_s'] - base['p99_s']) * 1000:+.2f}" if added else "",
+            ]
+        )
+    header = ["body", "route", "ok", "failed", "p50 ms", "p99 ms", "added p50", "added p99"]
+    return markdown_table(header=header, rows=rows)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Measure, print the table and the machine, write JSON, Markdown and a CDF plot."""
+    parser = argparse.ArgumentParser(
+        prog="python -m xds_lab.bench.classify_latency", description=__doc__
+    )
+    parser.add_argument("--rate", type=float, default=500.0, help="requests/s per arm")
+    parser.add_argument("--seconds", type=float, default=2.0, help="per arm and round")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--body-kib", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
+    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+    args = parser.parse_args(argv)
+    configure_logging(level="warning")
+    machine = machine_info(envoy_bin=find_envoy())
+    with tempfile.TemporaryDirectory(prefix="bench-classify-") as tmp:
+        cells = asyncio.run(_measure(args, Path(tmp)))
+    table = results_table(cells)
+    given = sys.argv[1:] if argv is None else list(argv)
+    command = " ".join(["python -m xds_lab.bench.classify_latency", *given])
+    lines = [
+        "# Classifier latency: measured",
+        "",
+        f"`{command}`: {args.rate:g} requests/s per arm, {args.rounds} rounds of "
+        f"{args.seconds:g} s per arm, arms alternating.",
+        "",
+        table,
+        "",
+    ]
+    if parsed := parse_cost([*args.body_kib, 64]):
+        header = ["body", "bytes", "script alone, ms (PUC Lua 5.1, best of 5 x 200)"]
+        lines += [markdown_table(header=header, rows=parsed), ""]
+    lines += [f"- {key}: {value}" for key, value in machine.items()]
+    print("\n".join(lines))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "classify_latency.md").write_text("\n".join(lines) + "\n")
+    summary = [{k: v for k, v in c.items() if k != "samples_s"} for c in cells]
+    report = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine}
+    (args.out / "classify_latency.json").write_text(
+        json.dumps({**report, "cells": summary}, indent=1)
+    )
+    write_cdf(
+        {f"{c['body_kib']} KiB, {c['route']}": c["samples_s"] for c in cells},
+        path=args.out / "classify_latency.png",
+        xlabel="request -> response through Envoy (ms)",
+        title=f"classify filter at {args.rate:g} requests/s",
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""The mixed fleet as it would be deployed (one pool per engine, each read in its own metric
+dialect, one route over the pools) against today's benchmark form (one pool in which every
+server exports vLLM's metric names), at one load level, through a real Envoy.
+
+    python -m xds_lab.bench.mixed_pools [--load 0.8] [--seconds 15] [--policy maglev_weights]
+        [--forms one_pool,pool_per_engine] [--out docs/bench]
+
+The scenario is ``scenarios/mixed.yaml`` (its fleet, workload, SLO and seed), with its measured
+capacity (``--capacity``, req/s) instead of a new capacity ramp, so a run takes about a minute
+per form. Inside each pool the endpoints are balanced by ``--policy`` with engine weights.
+
+How the route splits between the pools: the engine does not weigh a route that mixes vLLM with
+Triton or ONNX Runtime pools (their step times are different measures, docs/routing.md), so the
+split is the pools' static ``weight``s. ``pool_per_engine`` sets them as an operator who
+measured each kind would: in proportion to each kind's capacity (``PER_SERVER_RPS``, from the
+mixed scenario's capacity ramp), times its servers. ``pool_per_engine_equal`` leaves them
+equal: what a route over pools does with no weights given. Writes ``mixed_pools.json|.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from xds_control.log import configure_logging
+from xds_lab.bench.point import load_spec, run_point
+from xds_lab.bench.policies import POLICIES, Policy, control_plane_config
+from xds_lab.bench.scenario import Scenario, load_scenario
+from xds_lab.bench.stack import BenchStack, bench_stack
+from xds_lab.bench.tables import machine_info, markdown_table
+from xds_lab.harness.envoy import find_envoy
+from xds_lab.loadgen import build_requests, run_load
+from xds_lab.sim.profiles import get_profile
+
+__all__ = ["main"]
+
+SCENARIO = Path(__file__).parent / "scenarios" / "mixed.yaml"
+CAPACITY_RPS = 17.33
+"""The mixed fleet's capacity as ``lb_quality`` measured it (docs/bench/mixed.json)."""
+PER_SERVER_RPS = {"vllm": 6.24, "triton": 2.42, "onnxruntime": 0.1}
+"""Requests/s one server of each kind kept within the SLO alone (same source; the L4s kept
+up with none of the steps tried, the lowest 0.1)."""
+FORMS = ("one_pool", "pool_per_engine", "pool_per_engine_equal")
+
+
+def _fleet(scenario: Scenario, form: str) -> Scenario:
+    """The scenario's fleet; for the per-engine forms, each server in its own dialect."""
+    if form == "one_pool":
+        return scenario
+    fleet = [
+        s.model_copy(update={"overrides": {k: v for k, v in s.overrides.items() if k != "metrics"}})
+        for s in scenario.fleet
+    ]
+    return scenario.model_copy(update={"fleet": tuple(fleet)})
+
+
+def _config(stack: BenchStack, scenario: Scenario, *, form: str, policy: Policy) -> dict[str, Any]:
+    profiles = {s.name: get_profile(s.profile, **s.overrides) for s in scenario.fleet}
+    addresses = stack.backends.addresses
+    slots = {addresses[n]: p.max_num_seqs for n, p in profiles.items()}
+    one = control_plane_config(policy=policy, batch_slots=slots, listener_port=stack.listener_port)
+    if form == "one_pool":
+        return one
+    lb = one["pools"][0]["lb"]
+    engines: dict[str, list[str]] = {}
+    for name, profile in profiles.items():
+        engines.setdefault(profile.engine, []).append(name)
+    pools = [
+        {
+            "name": engine,
+            "engine": engine,
+            "lb": lb,
+            "endpoints": [
+                {"address": addresses[n], "batch_slots": profiles[n].max_num_seqs} for n in names
+            ],
+        }
+        for engine, names in engines.items()
+    ]
+    weights = {e: max(1, round(10 * PER_SERVER_RPS[e] * len(n))) for e, n in engines.items()}
+    route_pools = [
+        {"name": e, "weight": weights[e]} if form == "pool_per_engine" else {"name": e}
+        for e in engines
+    ]
+    listener = {**one["listeners"][0], "routes": [{"name": "all", "pools": route_pools}]}
+    return {**one, "pools": pools, "listeners": [listener]}
+
+
+async def _run_form(
+    scenario: Scenario, *, form: str, policy: Policy, rate: float, seconds: float, workdir: Path
+) -> dict[str, Any]:
+    scenario = _fleet(scenario, form)
+    stack = bench_stack(scenario, workdir=workdir)
+    try:
+        await stack.start(_config(stack, scenario, form=form, policy=policy))
+        # Unmeasured load first, so the engine has signals (as the scenario runner does).
+        warm = load_spec(scenario, rate_rps=rate * 0.6, seconds=scenario.warmup_s, seed=500)
+        await run_load(stack.url, build_requests(warm), timeout_s=scenario.request_timeout_s)
+        await stack.backends.wait_idle(timeout=scenario.request_timeout_s)
+        point = await run_point(
+            stack,
+            scenario=scenario,
+            policy=policy,
+            rate_rps=rate,
+            seed=scenario.seed,
+            seconds=seconds,
+        )
+    finally:
+        await stack.close()
+    point["form"] = form
+    kind = {s.name: s.profile for s in scenario.fleet}
+    served: Counter[str] = Counter()
+    for server, count in point["servers"].items():
+        served[kind.get(server, server)] += count
+    point["served_by_kind"] = dict(served)
+    return point
+
+
+def results_table(points: Sequence[dict[str, Any]]) -> str:
+    """One row per form: TTFT, goodput, errors and who served what."""
+    rows = [
+        [
+            p["form"],
+            f"{p['offered_rps']:.2f}",
+            f"{p['ttft_p50_s'] * 1000:.0f}",
+            f"{p['ttft_p90_s'] * 1000:.0f}",
+            f"{p['ttft_p99_s'] * 1000:.0f}",
+            f"{p['goodput_rps']:.2f}",
+            p.get("errors", ""),
+            " / ".join(f"{k} {v}" for k, v in sorted(p["served_by_kind"].items())),
+        ]
+        for p in points
+    ]
+    header = ["form", "offered req/s", "TTFT p50 ms", "p90 ms", "p99 ms", "goodput", "errors"]
+    return markdown_table(header=[*header, "served by kind"], rows=rows)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run each form once at ``--load`` x capacity; print and write the table."""
+    parser = argparse.ArgumentParser(
+        prog="python -m xds_lab.bench.mixed_pools", description=__doc__
+    )
+    parser.add_argument("--load", type=float, default=0.8, help="fraction of capacity")
+    parser.add_argument("--capacity", type=float, default=CAPACITY_RPS, help="req/s")
+    parser.add_argument("--seconds", type=float, default=15.0, help="arrivals per form")
+    parser.add_argument("--policy", default="maglev_weights", choices=sorted(POLICIES))
+    parser.add_argument("--forms", default="one_pool,pool_per_engine")
+    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+    args = parser.parse_args(argv)
+    configure_logging(level="warning")
+    scenario = load_scenario(SCENARIO)
+    policy = POLICIES[args.policy]
+    machine = machine_info(envoy_bin=find_envoy())
+    points = []
+    for form in args.forms.split(","):
+        if form not in FORMS:
+            raise SystemExit(f"unknown form {form!r}; known: {', '.join(FORMS)}")
+        with tempfile.TemporaryDirectory(prefix=f"bench-{form}-") as tmp:
+            point = asyncio.run(
+                _run_form(
+                    scenario,
+                    form=form,
+                    policy=policy,
+                    rate=args.capacity * args.load,
+                    seconds=args.seconds,
+                    workdir=Path(tmp),
+                )
+            )
+        print(f"  {form}: done", flush=True)
+        points.append(point)
+    given = sys.argv[1:] if argv is None else list(argv)
+    lines = [
+        "# Mixed fleet: one pool per engine against one pool",
+        "",
+        f"`{' '.join(['python -m xds_lab.bench.mixed_pools', *given])}`: {args.load:.0%} of "
+        f"{args.capacity:g} req/s for {args.seconds:g} s per form, {args.policy} in each pool.",
+        "",
+        results_table(points),
+        "",
+        *(f"- {key}: {value}" for key, value in machine.items()),
+    ]
+    print("\n".join(lines))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "mixed_pools.md").write_text("\n".join(lines) + "\n")
+    (args.out / "mixed_pools.json").write_text(
+        json.dumps({"machine": machine, "points": points}, indent=1, default=str)
+    )
+
+
+if __name__ == "__main__":
+    main()
