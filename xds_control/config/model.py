@@ -349,7 +349,9 @@ class PoolShare(StrictModel):
         ge=1,
         le=1000,
         description="Static share, served while the weight engine is off; with it on, the "
-        "engine's measure of the pool's capacity decides.",
+        "engine's measure of the pool's capacity decides, except on a route that mixes vLLM or "
+        "SGLang pools with Triton or ONNX Runtime ones (their step times are different "
+        "measures), which keeps these shares.",
     )
 
 
