@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 # Tests start Envoy (a fork: see lab/xds_lab/__init__.py) next to in-process gRPC servers.
 # gRPC reads this once, at its first import, and pytest loads this file before any test module
@@ -16,10 +19,37 @@ _E2E = Path(__file__).resolve().parent / "e2e"
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test under ``tests/e2e`` with ``e2e``, so ``-m "not e2e"`` (``make test-fast``)
     skips real processes. A ``pytestmark`` in a conftest marks nothing, and a marker per module
-    is one a new file can forget. ``tryfirst``: the marks must be on before ``-m`` deselects."""
+    is one a new file can forget. ``tryfirst``: the marks must be on before ``-m`` deselects,
+    and before pytest-xdist reads ``xdist_group``.
+
+    Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) every ``fault`` test goes
+    to one worker, one after the other: each holds steady load through its own Envoy and
+    bounds what it loses in seconds, so two at once would compete for the same two cores."""
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         if item.path.is_relative_to(_E2E):
             item.add_marker(pytest.mark.e2e)
+        if grouped and item.get_closest_marker("fault") is not None:
+            item.add_marker(pytest.mark.xdist_group("fault"))
+
+
+@pytest.fixture(autouse=True)
+def _structlog_as_found() -> Iterator[None]:
+    """A test that configures structlog in this process (``CliRunner().invoke`` of the CLI runs
+    ``configure_logging``) ties every logger to the stream it had then, which the runner or
+    pytest closes afterwards: every later test that logs would fail with "I/O operation on
+    closed file", and which tests those are depends on the order (and on the xdist worker).
+    Put the configuration back and forget the loggers cached under it."""
+    before = structlog.get_config()
+    yield
+    if structlog.get_config() == before:
+        return
+    structlog.configure(**before)
+    proxy = type(structlog.get_logger())
+    for module in list(sys.modules.values()):
+        for value in list(getattr(module, "__dict__", {}).values()):
+            if isinstance(value, proxy):
+                value.__dict__.pop("bind", None)  # cache_logger_on_first_use's cached logger
