@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 from pathlib import Path
@@ -22,14 +23,30 @@ def _ephemeral_floor() -> int:
     return low
 
 
+def _lane() -> tuple[int, int]:
+    """``(index, count)`` of this process among the parallel test workers (pytest-xdist sets
+    ``PYTEST_XDIST_WORKER=gw<index>`` and ``PYTEST_XDIST_WORKER_COUNT``), else ``(0, 1)``.
+    Each worker draws only ports ``p`` with ``p % count == index``: two workers never hand out
+    the same port, even when one has not bound its port yet when the other checks it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        index = int(worker.removeprefix("gw"))
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", ""))
+    except ValueError:
+        return 0, 1
+    return (index, count) if 0 <= index < count else (0, 1)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now, below the kernel's ephemeral
     range: a port handed out by ``bind(0)`` comes from that range, which every outgoing
     connection (the load generator's, Envoy's) also draws from, and a busy test could lose
     its port to one before its server binds it."""
     high = _ephemeral_floor() - 1
+    index, count = _lane()
     for _ in range(200):
-        port = _pick.randint(_LOWEST, high) if high > _LOWEST else 0
+        # No range to share: 0, the kernel's pick (unique among bound ports).
+        port = _pick.randrange(_LOWEST + index, high, count) if high - _LOWEST > count else 0
         if port in _handed:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
