@@ -6,8 +6,8 @@ server exports vLLM's metric names), at one load level, through a real Envoy.
         [--forms one_pool,pool_per_engine] [--out docs/bench]
 
 The scenario is ``scenarios/mixed.yaml`` (its fleet, workload, SLO and seed), with its measured
-capacity (``--capacity``, req/s) instead of a new capacity ramp, so a run takes about a minute
-per form. Inside each pool the endpoints are balanced by ``--policy`` with engine weights.
+capacity (``--capacity``, req/s) instead of a new capacity ramp, so a run takes under two
+minutes per form. Inside each pool the endpoints are balanced by ``--policy`` with engine weights.
 
 How the route splits between the pools: the engine does not weigh a route that mixes vLLM with
 Triton or ONNX Runtime pools (their step times are different measures, docs/routing.md), so the
