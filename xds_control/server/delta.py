@@ -48,6 +48,7 @@ class DeltaStream(XdsStream):
         self._answer(state, request)
         snapshot = self._snapshot_of(self.group)
         _subscribe(state, request, first=first, snapshot=snapshot)
+        self._learn(snapshot)
         response = self._respond(state, snapshot)
         out = [response] if response is not None else []
         return out + self._knock_on(state, snapshot)
@@ -55,6 +56,7 @@ class DeltaStream(XdsStream):
     def on_snapshot(self) -> list[bytes]:
         """The group's snapshot changed: push what changed, type by type in order."""
         snapshot = self._snapshot_of(self.group)
+        self._learn(snapshot)
         out = []
         for type_url in urls.ORDER:
             state = self.types.get(type_url)
@@ -63,6 +65,15 @@ class DeltaStream(XdsStream):
                 if response is not None:
                     out.append(response)
         return out
+
+    def _learn(self, snapshot: Snapshot | None) -> None:
+        # Before any response: a route table Envoy claimed on reconnect may now be known, and
+        # with it which dropped clusters no route names any more (``TypeState.learn``).
+        if snapshot is None:
+            return
+        for state in self.types.values():
+            if state.claimed:
+                state.learn(snapshot.resource_set(state.type_url).resources)
 
     def _answer(self, state: TypeState, request: discovery_pb2.DeltaDiscoveryRequest) -> None:
         # An ACK or NACK names the response by nonce; any number may be in flight.
@@ -157,6 +168,7 @@ def _subscribe(
     for name in (subscribe - has.keys()) | unsubscribe:
         state.sent.pop(name, None)
         state.acked.pop(name, None)
+        state.claimed.pop(name, None)
     state.names = frozenset((state.names | subscribe) - unsubscribe)
 
 

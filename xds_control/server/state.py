@@ -56,6 +56,9 @@ class TypeState:
     """Responses by nonce that Envoy has not answered yet."""
     rejected: set[str] = field(default_factory=set)
     """Names whose last response Envoy NACKed: nothing waits for them."""
+    claimed: dict[str, str] = field(default_factory=dict)
+    """Name -> digest a reconnecting Envoy says it has, of content no snapshot seen since has
+    shown: until one does (``learn``), the routes it runs may name any cluster."""
     synced: str = ""
     """The version of this type's resources that ``sent`` was last found (or made) to match
     for every name asked for; empty when unknown (a NACK, a new subscription, a reconnect).
@@ -84,3 +87,16 @@ class TypeState:
             prepared = resources.get(name)
             if prepared is not None and prepared.digest == version:
                 self.acked[name] = prepared
+            else:
+                self.claimed[name] = version
+
+    def learn(self, resources: Entries) -> None:
+        """A snapshot shows the content of claimed digests: what the Envoy has is known now
+        (a claim the server has since sent something else for is dropped)."""
+        for name, version in list(self.claimed.items()):
+            prepared = resources.get(name)
+            if self.sent.get(name) != version:
+                del self.claimed[name]
+            elif prepared is not None and prepared.digest == version:
+                self.acked[name] = prepared
+                del self.claimed[name]
