@@ -5,6 +5,7 @@ a bad new file is refused with a clear error while the last good certificate sta
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -59,7 +60,9 @@ async def connects(server: XdsServer, trusting: TestCa, client: Issued) -> bool:
 
 
 @pytest.fixture
-async def served(tmp_path: Path) -> tuple[XdsServer, MemorySnapshotCache, TestCa, Issued]:
+async def served(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[XdsServer, MemorySnapshotCache, TestCa, Issued]]:
     """A server on mutual TLS with a certificate of ``old``; its cache; the CA; its files."""
     old = TestCa(tmp_path / "old")
     files = old.server()
