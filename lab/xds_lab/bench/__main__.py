@@ -19,6 +19,8 @@ BENCHMARKS = (
     "fleet_streams",
     "classify_latency",
     "mixed_pools",
+    "limiter_overhead",
+    "overload",
 )
 """Module names in this package; each exposes ``main()``. Missing ones are skipped, so the runner
 works while benchmarks are still being written."""

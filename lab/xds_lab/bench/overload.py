@@ -1,0 +1,314 @@
+"""Overload: twice a simulated fleet's capacity, offered as a Critical/High/Medium mix, through
+three front doors: no limiter, the control plane's P99-adaptive budgets, and Envoy's own
+``adaptive_concurrency`` filter configured as its docs suggest.
+
+    python -m xds_lab.bench.overload [--capacity 10] [--factor 2] [--seconds 30]
+        [--ttft-target 2.0] [--out docs/bench]
+
+Each arm starts a fresh fleet (two simulated vLLM H100 servers) so no arm inherits another's
+queues. Per class: requests offered, admitted (200), refused (429 or 503), goodput (answers
+whose time to first token met ``--ttft-target``, per second) and the P99 time to first token
+of the admitted. Writes ``overload.json|.md`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import random
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from xds_control.log import configure_logging
+from xds_lab.bench.tables import machine_info, markdown_table
+from xds_lab.harness.envoy import find_envoy
+from xds_lab.harness.fleet import local_fleet
+from xds_lab.harness.ports import free_port
+from xds_lab.harness.process import ManagedProcess, wait_until_ready
+from xds_lab.harness.stack import Stack
+from xds_lab.loadgen import percentile
+from xds_lab.loadgen.client import Result
+from xds_lab.loadgen.runner import run_load
+from xds_lab.loadgen.workloads import LoadSpec, RequestSpec, build_requests
+from xds_lab.sim.fleet import Fleet, ServerSpec
+
+__all__ = ["main"]
+
+ARMS = ("none", "adaptive budgets", "adaptive_concurrency")
+MIX = {"critical": 0.2, "high": 0.3, "medium": 0.5}
+
+
+def _fleet() -> Fleet:
+    # Few batch slots, so the fleet saturates at a rate the load generator can offer on a
+    # small machine.
+    servers = [
+        ServerSpec(name=f"s{i}", profile="vllm-h100", overrides={"max_num_seqs": 8})
+        for i in range(2)
+    ]
+    return local_fleet(servers)
+
+
+def _requests(args: argparse.Namespace) -> list[RequestSpec]:
+    rate = args.capacity * args.factor
+    spec = LoadSpec(
+        rate=rate,
+        requests=int(rate * args.seconds),
+        seed=7,
+        input_mean=200,
+        output_mean=60,
+        output_cap=240,
+        stream_fraction=1.0,
+    )
+    pick = random.Random(7)
+    classes, weights = list(MIX), list(MIX.values())
+    return [
+        dataclasses.replace(
+            r, headers={**r.headers, "x-priority": pick.choices(classes, weights)[0]}
+        )
+        for r in build_requests(spec)
+    ]
+
+
+def _config(stack: Stack[Fleet], args: argparse.Namespace, *, limited: bool) -> dict[str, Any]:
+    listener: dict[str, Any] = {
+        "name": "gateway",
+        "address": f"127.0.0.1:{stack.listener_port}",
+        "routes": [{"name": "all", "pool": "chat"}],
+    }
+    if limited:
+        # Critical may take the whole fleet; High and Medium start at half and a third of it,
+        # so the three together start near capacity and the rule trims from there.
+        shares = {"critical": 1.0, "high": 0.5, "medium": 0.3}
+        listener["limits"] = {
+            "classes": {
+                c: {"rate_per_s": args.capacity * share, "burst_s": 0.5}
+                for c, share in shares.items()
+            },
+            "adapt": {
+                "ttft_p99_target_s": args.ttft_target,
+                "window": "5s",
+                "period_s": 1.0,
+                "max_step": 0.5,
+                "floor": 0.1,
+            },
+        }
+    addresses = stack.backends.addresses
+    return {
+        "pools": [
+            {
+                "name": "chat",
+                "endpoints": [{"address": a} for a in addresses.values()],
+                "lb": {"policy": "least_request"},
+            }
+        ],
+        "listeners": [listener],
+        "signals": {"rate_window": "10s"},
+    }
+
+
+_TYPES = "type.googleapis.com/envoy.extensions.filters"
+
+
+def _static_envoy(*, listen: int, admin: int, backends: Sequence[str]) -> dict[str, Any]:
+    """Envoy with ``adaptive_concurrency`` as its docs' example sets it, over the fleet (JSON
+    is YAML, so Envoy reads it as a config file)."""
+
+    def address(host: str, port: int) -> dict[str, Any]:
+        return {"socket_address": {"address": host, "port_value": port}}
+
+    adaptive = {
+        "@type": f"{_TYPES}.http.adaptive_concurrency.v3.AdaptiveConcurrency",
+        "gradient_controller_config": {
+            "sample_aggregate_percentile": {"value": 90},
+            "concurrency_limit_params": {"concurrency_update_interval": "0.1s"},
+            "min_rtt_calc_params": {"interval": "60s", "request_count": 50},
+        },
+        "enabled": {"default_value": True, "runtime_key": "adaptive_concurrency.enabled"},
+    }
+    route = {"match": {"prefix": "/"}, "route": {"cluster": "chat", "timeout": "300s"}}
+    manager = {
+        "@type": f"{_TYPES}.network.http_connection_manager.v3.HttpConnectionManager",
+        "stat_prefix": "gateway",
+        "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [route]}]},
+        "http_filters": [
+            {"name": "envoy.filters.http.adaptive_concurrency", "typed_config": adaptive},
+            {
+                "name": "envoy.filters.http.router",
+                "typed_config": {"@type": f"{_TYPES}.http.router.v3.Router"},
+            },
+        ],
+    }
+    hosts = [
+        {"endpoint": {"address": address(a.split(":")[0], int(a.split(":")[1]))}} for a in backends
+    ]
+    return {
+        "admin": {"address": address("127.0.0.1", admin)},
+        "static_resources": {
+            "listeners": [
+                {
+                    "name": "gateway",
+                    "address": address("127.0.0.1", listen),
+                    "filter_chains": [
+                        {
+                            "filters": [
+                                {
+                                    "name": "envoy.filters.network.http_connection_manager",
+                                    "typed_config": manager,
+                                }
+                            ]
+                        }
+                    ],
+                }
+            ],
+            "clusters": [
+                {
+                    "name": "chat",
+                    "type": "STATIC",
+                    "lb_policy": "LEAST_REQUEST",
+                    "load_assignment": {
+                        "cluster_name": "chat",
+                        "endpoints": [{"lb_endpoints": hosts}],
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def _arm_stack(arm: str, args: argparse.Namespace, workdir: Path) -> list[Result]:
+    stack = Stack(workdir=workdir, backends=_fleet(), log_level="warning")
+    try:
+        await stack.start(_config(stack, args, limited=arm != "none"), prometheus=True)
+        run = await run_load(stack.url, _requests(args), timeout_s=120)
+        return run.results
+    finally:
+        await stack.close()
+
+
+async def _arm_adaptive_concurrency(args: argparse.Namespace, workdir: Path) -> list[Result]:
+    fleet = _fleet()
+    listen, admin = free_port(), free_port()
+    yaml_path = workdir / "envoy-adaptive.json"
+    envoy = ManagedProcess(
+        name="envoy",
+        argv=[str(find_envoy()), "-c", str(yaml_path), "--base-id", str(admin), "-l", "warning"],
+        log_path=workdir / "envoy-adaptive.log",
+    )
+    try:
+        await fleet.start()
+        backends = list(fleet.addresses.values())
+        config = _static_envoy(listen=listen, admin=admin, backends=backends)
+        yaml_path.write_text(json.dumps(config))
+        await envoy.start()
+
+        async def ready() -> bool:
+            _reader, writer = await asyncio.open_connection("127.0.0.1", listen)
+            writer.close()
+            return True
+
+        await wait_until_ready(ready, process=envoy, timeout=30, what="did not listen")
+        run = await run_load(f"http://127.0.0.1:{listen}", _requests(args), timeout_s=120)
+        return run.results
+    finally:
+        await envoy.stop()
+        await fleet.stop()
+
+
+def _summary(
+    results: Sequence[Result], requests: Sequence[RequestSpec], *, seconds: float, target: float
+) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for cls in MIX:
+        mine = [r for r, q in zip(results, requests, strict=True) if q.headers["x-priority"] == cls]
+        admitted = [r for r in mine if r.ok]
+        ttfts = [r.ttft_s for r in admitted if r.ttft_s is not None]
+        out[cls] = {
+            "offered": len(mine),
+            "admitted": len(admitted),
+            "refused": sum(r.status in (429, 503) for r in mine),
+            "goodput_rps": sum(t <= target for t in ttfts) / seconds,
+            "ttft_p99_s": percentile(ttfts, 99) if ttfts else None,
+        }
+    return out
+
+
+def results_table(arms: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """One row per arm and class."""
+    rows = []
+    for arm, classes in arms.items():
+        for cls, c in classes.items():
+            p99 = "-" if c["ttft_p99_s"] is None else f"{c['ttft_p99_s']:.2f}"
+            rows.append(
+                [
+                    arm,
+                    cls,
+                    c["offered"],
+                    c["admitted"],
+                    c["refused"],
+                    f"{c['goodput_rps']:.2f}",
+                    p99,
+                ]
+            )
+        total = sum(c["goodput_rps"] for c in classes.values())
+        rows.append([arm, "all", "", "", "", f"{total:.2f}", ""])
+    header = ["arm", "class", "offered", "admitted", "refused", "goodput/s", "TTFT p99 s"]
+    return markdown_table(header=header, rows=rows)
+
+
+async def _measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    requests = _requests(args)
+    arms: dict[str, Any] = {}
+    for arm in args.arms:
+        where = workdir / arm.replace(" ", "-")
+        where.mkdir()
+        if arm == "adaptive_concurrency":
+            results = await _arm_adaptive_concurrency(args, where)
+        else:
+            results = await _arm_stack(arm, args, where)
+        arms[arm] = _summary(results, requests, seconds=args.seconds, target=args.ttft_target)
+        print(f"  {arm}: done", flush=True)
+    return arms
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run each arm, print the table and the machine, write JSON and Markdown."""
+    parser = argparse.ArgumentParser(prog="python -m xds_lab.bench.overload", description=__doc__)
+    parser.add_argument(
+        "--capacity", type=float, default=10.0, help="fleet requests/s within the TTFT target"
+    )
+    parser.add_argument("--factor", type=float, default=2.0, help="offered = factor x capacity")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--ttft-target", type=float, default=2.0)
+    parser.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
+    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+    args = parser.parse_args(argv)
+    configure_logging(level="warning")
+    machine = machine_info(envoy_bin=find_envoy())
+    with tempfile.TemporaryDirectory(prefix="bench-overload-") as tmp:
+        arms = asyncio.run(_measure(args, Path(tmp)))
+    given = sys.argv[1:] if argv is None else list(argv)
+    command = " ".join(["python -m xds_lab.bench.overload", *given])
+    lines = [
+        "# Overload: measured",
+        "",
+        f"`{command}`: {args.factor:g} x {args.capacity:g} requests/s for {args.seconds:g} s, "
+        f"mix {MIX}, TTFT target {args.ttft_target:g} s.",
+        "",
+        results_table(arms),
+        "",
+        *(f"- {key}: {value}" for key, value in machine.items()),
+    ]
+    print("\n".join(lines))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "overload.md").write_text("\n".join(lines) + "\n")
+    report = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine}
+    (args.out / "overload.json").write_text(json.dumps({**report, "arms": arms}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
