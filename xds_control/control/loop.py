@@ -95,8 +95,8 @@ class LoopState:
     config_error: str | None = None
     discovery_errors: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
-    """Phase (config, endpoints, weights, publish, state) -> the unexpected error of its last
-    run; the phase's last good result is kept."""
+    """Phase (config, endpoints, weights, limits, publish, state) -> the unexpected error of
+    its last run; the phase's last good result is kept."""
     endpoints: dict[str, tuple[Endpoint, ...]] = field(default_factory=dict)
     version: str = ""
     published_at: float = 0.0
