@@ -9,7 +9,7 @@ note; it is not in ``DEFAULT_POLICIES``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
 from xds_lab.harness.pool_config import one_pool_config
@@ -24,10 +24,14 @@ class Policy:
 
     name: str
     lb: str
+    _: KW_ONLY
     hash_balance_factor: int | None = None
     engine_weights: bool = False
     active_request_bias: float | None = None
     """LEAST_REQUEST only; None leaves the control plane's default."""
+    batch_slots: bool = True
+    """List each endpoint's batch slots in the config; False is a new user's config (the engine
+    then assumes the pool's ``max_num_seqs`` for every server)."""
     via: Literal["envoy", "ideal", "picker"] = "envoy"
     """``ideal``: the load generator routes with exact knowledge (no Envoy); ``picker``: needs
     the endpoint picker running (not in the lab yet)."""
@@ -57,8 +61,22 @@ POLICIES: dict[str, Policy] = {
         # The per-request picker, with weighted MAGLEV as Envoy's fallback (issue 16).
         Policy("picker", "maglev", engine_weights=True, via="picker"),
         # Investigation variants (docs/benchmarks.md): Envoy's own bias, and weights alone.
-        Policy("least_request_weights_bias1", "least_request", True, active_request_bias=1.0),
-        Policy("least_request_weights_bias0", "least_request", True, active_request_bias=0.0),
+        Policy(
+            "least_request_weights_bias1",
+            "least_request",
+            engine_weights=True,
+            active_request_bias=1.0,
+        ),
+        Policy(
+            "least_request_weights_bias0",
+            "least_request",
+            engine_weights=True,
+            active_request_bias=0.0,
+        ),
+        Policy(
+            "least_request_weights_noslots", "least_request", engine_weights=True, batch_slots=False
+        ),
+        Policy("maglev_weights_noslots", "maglev", engine_weights=True, batch_slots=False),
     )
 }
 
@@ -90,7 +108,10 @@ def control_plane_config(
     if policy.active_request_bias is not None:
         lb["active_request_bias"] = policy.active_request_bias
     return one_pool_config(
-        endpoints=[{"address": a, "batch_slots": slots} for a, slots in batch_slots.items()],
+        endpoints=[
+            {"address": a, "batch_slots": slots} if policy.batch_slots else {"address": a}
+            for a, slots in batch_slots.items()
+        ],
         listener_port=listener_port,
         pool={"engine": "vllm", "lb": lb},
         signals={"scrape": {"enabled": True}} if policy.engine_weights else None,
