@@ -18,7 +18,6 @@ from google.protobuf.message import DecodeError
 
 from xds_control.cache import SnapshotCache
 from xds_control.server.delta import DeltaStream
-from xds_control.server.gate import InitialGate
 from xds_control.server.peer import NodeCheck
 from xds_control.server.pusher import Pusher
 from xds_control.server.registry import StreamRegistry
@@ -104,7 +103,6 @@ class AdsHandler:
         self._registry = registry
         self._node_check = node_check
         self._ids = itertools.count(1)
-        self._gate = InitialGate()
 
     def generic_handler(self) -> grpc.GenericRpcHandler[Any, Any]:
         """The handler to add to a grpc.aio server."""
@@ -189,22 +187,16 @@ class AdsHandler:
                     if stream.node is not None
                     else await self._group(request.node, context)
                 )
-                # An initial request may be answered with the whole snapshot: see gate.py.
-                release = await self._gate.enter() if not request.response_nonce else None
-                try:
-                    async with lock:
-                        out = on_request(request, group=group)
-                        if pusher is None:
-                            pusher = Pusher(stream=stream, lock=lock, write=context.write)
-                            unsubscribe = self._cache.subscribe(stream.group, pusher.wake)
-                            log.info(
-                                "envoy connected", stream=stream.stream_id, node_id=request.node.id
-                            )
-                        for response in out:
-                            await context.write(response)
-                finally:
-                    if release is not None:
-                        release()
+                async with lock:
+                    out = on_request(request, group=group)
+                    if pusher is None:
+                        pusher = Pusher(stream=stream, lock=lock, write=context.write)
+                        unsubscribe = self._cache.subscribe(stream.group, pusher.wake)
+                        log.info(
+                            "envoy connected", stream=stream.stream_id, node_id=request.node.id
+                        )
+                    for response in out:
+                        await context.write(response)
         except _Refused as refused:
             await _refuse(refused, context)
         finally:
