@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xds_control.discovery import Endpoint, FileSource, parse_endpoints_file
+from xds_control.discovery.entries import EntryCache
 from xds_control.errors import DiscoveryError
 from xds_lab.fuzz.tokens import ENDPOINTS_TOKENS
 
@@ -126,3 +127,32 @@ def _bump(path: Path, step: int) -> None:
     # Rewrites within one mtime tick with the same size would look unchanged to the stamp.
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + step * 1_000_000_000))
+
+
+BASE = "".join(
+    ["endpoints:\n"]
+    + [f"- address: 10.0.0.{i}:8000\n  weight: {i}\n" for i in range(1, 5)]
+    + ["-\n  address: 10.0.0.9:8000\n"]
+)
+edit = st.tuples(
+    st.integers(0, len(BASE)),
+    st.lists(st.sampled_from([*FRAGMENTS, "-\n", "\n- ", "\n-\n", "\r", "\u2028"]), max_size=3),
+)
+
+
+@FUZZ
+@given(edits=st.lists(edit, min_size=1, max_size=3))
+def test_the_entry_cache_agrees_with_a_whole_parse(edits: list[tuple[int, list[str]]]) -> None:
+    """After a good version, any edit: the cache gives what the whole parse gives, or hands
+    the text to it (``None``)."""
+    cache = EntryCache()
+    assert cache.parse(BASE) == parse_endpoints_file(text=BASE, source=SOURCE)
+    text = BASE
+    for at, tokens in edits:
+        text = text[:at] + "".join(tokens) + text[at:]
+    got = cache.parse(text)
+    try:
+        whole: tuple[Endpoint, ...] | None = parse_endpoints_file(text=text, source=SOURCE)
+    except DiscoveryError:
+        whole = None
+    assert got is None or got == whole
