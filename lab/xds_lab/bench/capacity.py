@@ -3,9 +3,9 @@
 Each distinct server kind (profile plus overrides) is ramped alone, straight to the server
 (no Envoy), with the scenario's workload: the rate grows by ``STEP_FACTOR`` until the server
 stops keeping up: judged on the second half of the step's arrivals, once a queue has had time
-to build, fewer than ``KEEP_UP_SHARE`` of them answered within the SLO's TTFT
-(``capacity_judge``). A kind's capacity is the last rate that held; the fleet's is the sum over
-its servers. Kinds ramp side by side, so the ramp costs as many steps as the slowest kind needs.
+to build, fewer than ``KEEP_UP_SHARE`` of them met the SLO (``capacity_judge``). A kind's
+capacity is the last rate that held; the fleet's is the sum over its servers. Kinds ramp side by
+side, so the ramp costs as many steps as the slowest kind needs.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ _MAX_STEPS = 10
 _MIN_REQUESTS = 30
 """Per step, so the judged second half holds at least 15 requests."""
 _MAX_DESCENTS = 3
-"""A kind that misses the TTFT objective at 1/5 of the first guess misses it unloaded (a slow
-GPU on long prompts): it counts as zero rather than ramping down for minutes."""
+"""A kind that misses the SLO at 1/5 of the first guess misses it unloaded (a slow GPU on long
+prompts): it counts as zero rather than ramping down for minutes."""
 
 
 def _kind(server: FleetServer) -> str:
@@ -69,9 +69,8 @@ async def _step(
     slo = Slo(ttft_s=scenario.slo.ttft_s, tpot_s=scenario.slo.tpot_s)
     span = plan[-1].at if plan else 1.0
     m = point_metrics(run.results, duration_s=span, slo=slo, time_scale=ts)
-    # Keeping up, not the whole SLO: a slow GPU can miss the TPOT objective at any rate (its
-    # decode step is what it is), and a ramp on attainment would then never stop going down.
-    share = keep_up_share(run.results, window_s=span, ttft_s=scenario.slo.ttft_s * ts)
+    wall_slo = Slo(ttft_s=scenario.slo.ttft_s * ts, tpot_s=scenario.slo.tpot_s * ts)
+    share = keep_up_share(run.results, window_s=span, slo=wall_slo)
     held = share >= KEEP_UP_SHARE and m["timeouts"] == 0
     _log.info(
         "capacity step",
@@ -132,5 +131,5 @@ async def measure_capacity(stack: BenchStack, *, scenario: Scenario) -> dict[str
         "tried": tried,
         "method": f"each kind alone, x{STEP_FACTOR} per {scenario.capacity_step_s:g} s step "
         f"(>= {_MIN_REQUESTS} requests), until under {KEEP_UP_SHARE:.0%} of the step's second "
-        "half meet the SLO's TTFT",
+        "half meet the SLO",
     }

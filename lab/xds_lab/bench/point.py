@@ -141,7 +141,9 @@ async def run_point(
             "wall_s": round(run.duration_s, 2),
             "loadgen_max_lag_s": round(run.max_lag_s, 4),
             "keep_up_share": keep_up_share(
-                run.results, window_s=span, ttft_s=scenario.slo.ttft_s * ts
+                run.results,
+                window_s=span,
+                slo=Slo(ttft_s=scenario.slo.ttft_s * ts, tpot_s=scenario.slo.tpot_s * ts),
             ),
             "loop_lag": lags,
             "lag_flag": lag_flag(lags),

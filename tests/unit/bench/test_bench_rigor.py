@@ -15,6 +15,7 @@ from xds_lab.bench.lag import lag_flag
 from xds_lab.bench.rigor import FULL, QUICK, headline_load
 from xds_lab.loadgen.client import Result
 from xds_lab.loadgen.loop_lag import lag_summary
+from xds_lab.loadgen.stats import Slo
 from xds_lab.sim.profiles import get_profile
 
 
@@ -61,21 +62,39 @@ def test_a_percentile_rests_on_the_requests_above_it(requests: int, q: float, ta
     assert rests_on(requests, q) == tail
 
 
-def _result(at: float, *, ttft: float | None, ok: bool = True) -> Result:
+def _result(
+    at: float, *, ttft: float | None, ok: bool = True, tokens: int = 11, e2e: float | None = None
+) -> Result:
+    """Ten tokens after the first within 0.5 s (TPOT 50 ms) unless ``e2e`` says otherwise."""
     return Result(
-        index=0, scheduled=at, started=at, status=200 if ok else 0, e2e_s=5.0, ttft_s=ttft
+        index=0,
+        scheduled=at,
+        started=at,
+        status=200 if ok else 0,
+        e2e_s=(ttft or 0.0) + 0.5 if e2e is None else e2e,
+        ttft_s=ttft,
+        output_tokens=tokens,
     )
+
+
+SLO = Slo(ttft_s=2.0, tpot_s=0.1)
 
 
 def test_a_step_is_judged_on_its_second_half_once_the_queue_has_built() -> None:
     # A queue building up: the first half is served at once, the second ever later.
     results = [_result(t / 10, ttft=0.2 if t < 50 else 0.2 + (t - 50) * 0.1) for t in range(100)]
-    assert keep_up_share(results, window_s=10.0, ttft_s=2.0) == pytest.approx(19 / 50)
+    assert keep_up_share(results, window_s=10.0, slo=SLO) == pytest.approx(19 / 50)
     # Over the whole step 69% kept up: a shorter step would have passed a rate it cannot hold.
     steady = [_result(t / 10, ttft=0.3) for t in range(100)]
-    assert keep_up_share(steady, window_s=10.0, ttft_s=2.0) == 1.0
+    assert keep_up_share(steady, window_s=10.0, slo=SLO) == 1.0
     failed = [_result(t / 10, ttft=None, ok=False) for t in range(100)]
-    assert keep_up_share(failed, window_s=10.0, ttft_s=2.0) == 0.0
+    assert keep_up_share(failed, window_s=10.0, slo=SLO) == 0.0
+
+
+def test_fast_first_tokens_with_stalled_decoding_are_not_keeping_up() -> None:
+    # First tokens in 0.3 s, then 10 tokens in 4.5 s: 450 ms per token, the TPOT objective missed.
+    stalled = [_result(t / 10, ttft=0.3, e2e=4.8) for t in range(100)]
+    assert keep_up_share(stalled, window_s=10.0, slo=SLO) == 0.0
 
 
 def test_the_capacity_is_confirmed_only_when_the_best_policy_keeps_up_at_100_percent() -> None:
