@@ -5,7 +5,9 @@ the Envoys connected (three: a third each; one leaves: half each)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -14,6 +16,7 @@ from typing import Any
 
 import aiohttp
 
+from e2e.envoy_metrics import ENVOY_METRICS, PREFIX_LABEL
 from e2e.stack import EchoStack, eventually, weighted_config
 
 RATE = 20.0
@@ -61,9 +64,28 @@ async def test_a_bucket_of_r_offered_2r_admits_about_r_and_429_says_retry_after(
     assert RATE * 0.8 <= admitted <= RATE * 1.2, statuses
     assert statuses[429] > 0, statuses
     assert retry_after == {"1"}
+    # Envoy's own counters, as its /stats/prometheus names them (the dashboard's admissions
+    # panel reads these; docs/limits.md lists them): every request counted, each 429 once.
+    counters = await _envoy_counters(stack)
+    assert counters["envoy_http_local_rate_limit_rate_limited"] == statuses[429], counters
+    assert counters["envoy_http_local_rate_limit_ok"] == statuses[200], counters
+    assert counters["envoy_http_local_rate_limit_enabled"] == sum(statuses.values()), counters
+    assert set(counters) >= ENVOY_METRICS, counters
     # Critical has no budget here: it is not limited at all.
     statuses, _ = await _offer(stack, rate=2 * RATE, seconds=1.0, priority="critical")
     assert statuses == Counter({200: 2 * RATE}), statuses
+
+
+async def _envoy_counters(stack: EchoStack) -> dict[str, float]:
+    """Envoy's local rate limit samples under the builder's stat prefix, by the series name
+    Prometheus stores (read raw: prometheus_client's parser would rename counters `_total`)."""
+    text = await stack.envoys[0].admin_get("/stats/prometheus")
+    wanted = f'{PREFIX_LABEL}="priority_limits"'
+    return {
+        match[1]: float(match[3])
+        for match in re.finditer(r"^([a-z_:][a-z0-9_:]*)\{([^}]*)\} (\S+)$", text, re.MULTILINE)
+        if wanted in match[2].split(",")
+    }
 
 
 async def _envoy_rate(stack: EchoStack, index: int) -> float:
@@ -111,11 +133,18 @@ async def test_three_envoys_get_a_third_each_and_two_get_half(stack: EchoStack) 
 async def test_a_token_budget_charges_each_request_its_cost(stack: EchoStack) -> None:
     config = _limited_config(stack, {"high": {"rate_per_s": 2.0, "burst_s": 50.0}})
     config["listeners"][0]["limits"]["unit"] = "tokens"
+    config["listeners"][0]["classify"] = {}
     await stack.start(config)
     got = []
     async with aiohttp.ClientSession() as session:
-        for cost in (60, 30, 20, 5):  # a bucket of 100 tokens: the third one does not fit
-            headers = {"x-priority": "high", "x-prompt-tokens": str(cost)}
-            async with session.get(f"{stack.url}/v1/completions", headers=headers) as response:
+        # No cost header: the classifier sets x-cost-tokens to prompt (bytes / 4) + max_tokens.
+        # A bucket of 100 tokens: the third one does not fit.
+        for prompt, max_tokens in ((200, 10), (80, 10), (40, 10), (12, 2)):  # 60, 30, 20, 5
+            body = json.dumps({"model": "m", "prompt": "a" * prompt, "max_tokens": max_tokens})
+            async with session.post(
+                f"{stack.url}/v1/completions",
+                data=body,
+                headers={"x-priority": "high", "content-type": "application/json"},
+            ) as response:
                 got.append(response.status)
     assert got == [200, 200, 429, 200]

@@ -75,6 +75,12 @@ class Classify(StrictModel):
     max_tokens_header: HeaderName = Field(
         default="x-max-tokens", description="The body's max_tokens (or max_completion_tokens)."
     )
+    cost_tokens_header: HeaderName = Field(
+        default="x-cost-tokens",
+        description="The request's cost in tokens, estimated prompt tokens + max_tokens, in one "
+        "header because Envoy's rate limit reads a cost from one (`limits.cost_header`'s "
+        "default); a client's own whole number from 1 to 10^9 wins.",
+    )
     stream_header: HeaderName = Field(default="x-stream", description="`true` or `false`.")
     prefix_hash_header: HeaderName = Field(
         default="x-prefix-hash",

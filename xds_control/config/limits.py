@@ -150,10 +150,10 @@ class Limits(StrictModel):
         "in `cost_header` (Envoy's `hits_addend`); a request without it costs one.",
     )
     cost_header: HeaderName = Field(
-        default="x-prompt-tokens",
-        description="With `unit: tokens`, the header holding a request's cost: the classifier's "
-        "estimated prompt tokens by default, or a header the client sets (e.g. prompt + "
-        "max_tokens).",
+        default="x-cost-tokens",
+        description="With `unit: tokens`, the header holding a request's cost: by default the "
+        "classifier's estimated prompt tokens + max_tokens (`classify.cost_tokens_header`), "
+        "or a header the client sets.",
     )
     default: PriorityClass = Field(
         default=PriorityClass.MEDIUM,

@@ -47,6 +47,10 @@ class FakeHeaders:
         assert self.in_scope, "header map used after a yield (Envoy: outside of proper scope)"
         self.values[name] = value
 
+    def replace(self, name: bytes, value: bytes) -> None:
+        assert self.in_scope, "header map used after a yield (Envoy: outside of proper scope)"
+        self.values[name] = value
+
 
 class FakeBody:
     def __init__(self, data: bytes) -> None:
@@ -121,6 +125,7 @@ def test_chat_body_sets_every_header(lua: Any) -> None:
     assert got["x-prompt-tokens"] == str(-(-len("You are terse." + "x" * 400) // 4))
     assert got["x-stream"] == "true"
     assert got["x-max-tokens"] == "64"
+    assert got["x-cost-tokens"] == str(int(got["x-prompt-tokens"]) + 64)
     assert len(got["x-prefix-hash"]) == 16
     assert got["x-prompt-keywords"] == ",,"
     assert handle.route_cleared
@@ -202,6 +207,22 @@ def test_client_headers_win_and_a_classified_client_is_not_read(lua: Any) -> Non
     assert not both.body_read
 
 
+def test_the_cost_is_prompt_plus_max_tokens_in_one_bounded_whole_number(lua: Any) -> None:
+    def cost(body: str, **headers: str) -> str:
+        return _set(_run(lua, body, **headers))["x-cost-tokens"]
+
+    assert cost(json.dumps({"model": "m", "prompt": "a" * 400, "max_tokens": 50})) == "150"
+    assert cost(json.dumps({"model": "m", "prompt": "a" * 400})) == "100"
+    assert cost(json.dumps({"model": "m", "prompt": "", "max_tokens": 0})) == "1"
+    assert cost(json.dumps({"model": "m", "prompt": "abc", "max_tokens": 1e300})) == "1000000000"
+    assert cost(json.dumps({"model": "m", "prompt": "a" * 8, "max_tokens": -5})) == "2"
+    body = json.dumps({"model": "m", "prompt": "a" * 400, "max_tokens": 50})
+    # A client's own whole number wins; anything else Envoy would count as one token.
+    assert cost(body, x_cost_tokens="7") == "7"
+    for garbage in ("0", "-3", "1.5", "12abc", "99999999999", " 5"):
+        assert cost(body, x_cost_tokens=garbage) == "150", garbage
+
+
 def test_a_model_with_header_unsafe_characters_is_not_copied(lua: Any) -> None:
     got = _set(_run(lua, json.dumps({"model": "a\r\nx-evil: 1", "prompt": "p"})))
     assert "x-model" not in got
@@ -269,6 +290,16 @@ def test_any_chat_body_counts_its_prompt_bytes(
     got = _set(_run(runtime, body))
     prompt_bytes = len(((system or "") + "".join(user)).encode())
     assert got["x-prompt-tokens"] == str(-(-prompt_bytes // 4))
+
+    def number(value: object) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    max_tokens: Any = extra.get("max_tokens")
+    if not number(max_tokens):
+        max_tokens = extra.get("max_completion_tokens")
+    budget = int(min(max_tokens, 10**9)) if number(max_tokens) and max_tokens >= 0 else 0
+    want = min(10**9, max(1, -(-prompt_bytes // 4) + budget))
+    assert got["x-cost-tokens"] == str(want)
     # The same prompt, escaped or not, keys the same server.
     other = json.dumps({"model": "m", "messages": messages}, ensure_ascii=not ascii_only)
     assert _set(_run(runtime, other))["x-prefix-hash"] == got["x-prefix-hash"]

@@ -3,8 +3,9 @@
 -- xds-control prepends `local CLASSIFY = {...}` (limits, header names, keyword groups) to this
 -- file and delivers it over LDS as an envoy.filters.http.lua filter ahead of the router. The
 -- filter reads a bounded body, sets headers that routes match (model, estimated prompt tokens,
--- max_tokens, stream, a prefix hash for MAGLEV, keyword groups) and clears the route cache so
--- the router picks the route again. A body it cannot read (too large, no content-length, not
+-- max_tokens, stream, a prefix hash for MAGLEV, keyword groups) and the request's token cost
+-- (prompt + max_tokens, one header, since Envoy's rate limit hits_addend reads one), and clears
+-- the route cache so the router picks the route again. A body it cannot read (too large, no content-length, not
 -- JSON, not a completion request) gets no headers: the request takes the default route. It
 -- never answers a request itself, so a classifier bug cannot turn into an error for a client.
 --
@@ -13,6 +14,10 @@
 -- 5.2+ features; the unit tests run this same file under Lua 5.1.
 
 local NULL = {}
+
+-- The largest cost in tokens a request is given: a whole number a rate limiter's uint64 and a
+-- double both hold exactly, far above any bucket (1e6/s x 60 s).
+local COST_MAX = 1000000000
 
 local ESCAPES = {
   ['"'] = '"', ['\\'] = '\\', ['/'] = '/',
@@ -228,10 +233,20 @@ function classify(body, cfg)
   end
   local max_tokens = doc.max_tokens
   if type(max_tokens) ~= 'number' then max_tokens = doc.max_completion_tokens end
+  local cost = math.ceil(#prompt / 4)
   if type(max_tokens) == 'number' and max_tokens >= 0 then
-    out.max_tokens = string.format('%d', math.floor(max_tokens))
+    out.max_tokens = string.format('%d', math.floor(math.min(max_tokens, COST_MAX)))
+    cost = cost + math.floor(math.min(max_tokens, COST_MAX))
   end
+  out.cost_tokens = string.format('%d', math.max(1, math.min(cost, COST_MAX)))
   return out
+end
+
+function valid_cost(value)
+  -- A client's own cost header counts when it is a whole number from 1 to COST_MAX.
+  if value == nil or string.find(value, '^%d+$') == nil or #value > 10 then return false end
+  local n = tonumber(value)
+  return n >= 1 and n <= COST_MAX
 end
 
 function envoy_on_request(handle)
@@ -249,8 +264,14 @@ function envoy_on_request(handle)
   -- body() yielded until the body was in: the header map from before is out of scope now.
   headers = handle:headers()
   for key, name in pairs(names) do
-    -- A header the client sent wins over what the body says.
-    if out[key] ~= nil and headers:get(name) == nil then headers:add(name, out[key]) end
+    -- A header the client sent wins over what the body says; a cost that is not a whole
+    -- number in bounds is replaced, since the rate limiter would count it as one token.
+    local sent = headers:get(name)
+    if out[key] ~= nil and sent == nil then
+      headers:add(name, out[key])
+    elseif out[key] ~= nil and key == 'cost_tokens' and not valid_cost(sent) then
+      headers:replace(name, out[key])
+    end
   end
   handle:clearRouteCache()
 end

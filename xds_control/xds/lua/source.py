@@ -59,6 +59,7 @@ def classifier_settings(classify: Classify, *, listener: Listener, model_header:
             "model": model_header.lower(),
             "prompt_tokens": classify.prompt_tokens_header,
             "max_tokens": classify.max_tokens_header,
+            "cost_tokens": classify.cost_tokens_header,
             "stream": classify.stream_header,
             "prefix_hash": classify.prefix_hash_header,
             "keywords": classify.keywords_header,
