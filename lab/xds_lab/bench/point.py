@@ -60,8 +60,9 @@ async def _events(
         if event.slowdown is not None:
             await stack.backends.slow_down(event.server, event.slowdown)
         if event.add:
-            added.add(event.server)
-            write_policy_config(stack, scenario=scenario, policy=policy, added=frozenset(added))
+            added.add(event.server)  # the ideal router reads this set; Envoy, the config
+            if policy.via == "envoy":
+                write_policy_config(stack, scenario=scenario, policy=policy, added=frozenset(added))
         done.append({"at_s": event.at_s, "server": event.server, **event.model_dump()})
         _log.info("event", server=event.server, slowdown=event.slowdown, add=event.add)
     return done
@@ -79,7 +80,7 @@ async def _send(
         route = IdealRoute(
             session=session,
             control_url=fleet.control_url,
-            addresses={n: a for n, a in fleet.addresses.items()},
+            addresses=dict(fleet.addresses),
             servers=lambda: scenario.pool_servers(added=frozenset(added)),
             tpot_s=scenario.slo.tpot_s * scenario.time_scale,
         )
