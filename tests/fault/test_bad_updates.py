@@ -39,7 +39,7 @@ async def test_update_envoy_rejects_keeps_last_good_config(tmp_path: Path) -> No
         await stack.start(static_config(stack, WEIGHTS))
         before = await rds(stack)
         async with SteadyLoad(stack.url) as load:
-            await asyncio.sleep(2)
+            await asyncio.sleep(1)
             headers = {"headers": [{"name": "x-tenant", "regex": OVERSIZED}]}
             stack.write_config(static_config(stack, WEIGHTS, route={"match": headers}))
             cut = time.monotonic()
@@ -50,7 +50,7 @@ async def test_update_envoy_rejects_keeps_last_good_config(tmp_path: Path) -> No
             await eventually(nacked, what="Envoy to NACK the route table")
             nack_s = time.monotonic() - cut
             sent = (await rds(stack))["responses"]
-            await asyncio.sleep(4)  # ~20 reconcile periods: the rejected version is not resent
+            await asyncio.sleep(2)  # ~10 reconcile periods: the rejected version is not resent
             after = await rds(stack)
             stack.write_config(static_config(stack, WEIGHTS))
 
@@ -59,7 +59,7 @@ async def test_update_envoy_rejects_keeps_last_good_config(tmp_path: Path) -> No
                 return state["acked_version"] == state["sent_version"] == before["acked_version"]
 
             await eventually(acked, what="Envoy to ACK the fixed route table")
-            await asyncio.sleep(2)
+            await asyncio.sleep(1)
         counts = load.counts()
         record("update rejected by Envoy (NACK)", counts, recover_s=nack_s)
         assert counts.failed == 0, (counts, load.failures()[:5])
@@ -81,7 +81,7 @@ async def test_invalid_config_on_reload_is_refused_and_old_config_kept(tmp_path:
         cp = stack.control_plane
         version = (await cp.get_json("/v1/status"))["version"]
         async with SteadyLoad(stack.url) as load:
-            await asyncio.sleep(2)
+            await asyncio.sleep(1)
             stack.write_config(static_config(stack, [0, *WEIGHTS[1:]]))  # weight 0: invalid
             edited = time.monotonic()
 
@@ -90,7 +90,7 @@ async def test_invalid_config_on_reload_is_refused_and_old_config_kept(tmp_path:
 
             await eventually(refused, what="the invalid config to be refused")
             refuse_s = time.monotonic() - edited
-            await asyncio.sleep(3)
+            await asyncio.sleep(2)  # ~10 reconcile periods on the refused file
             status = await cp.get_json("/v1/status")
             weights = await stack.envoy_weights()
         counts = load.counts()
