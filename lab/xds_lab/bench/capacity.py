@@ -29,8 +29,8 @@ __all__ = ["STEP_FACTOR", "measure_capacity"]
 _log = structlog.get_logger(__name__)
 STEP_FACTOR = 1.3
 _MAX_STEPS = 10
-_MIN_REQUESTS = 30
-"""Per step, so the judged second half holds at least 15 requests."""
+_MIN_REQUESTS = 40
+"""Per step, so the judged second half holds about 20 requests: one may miss at 95%."""
 _MAX_DESCENTS = 3
 """A kind that misses the SLO at 1/5 of the first guess misses it unloaded (a slow GPU on long
 prompts): it counts as zero rather than ramping down for minutes."""
