@@ -1,13 +1,24 @@
 """Metrics read from state at each scrape: weights, their factors and signal ages, streams per
-node group. Set at scrape time, so a series for an endpoint that left goes with it."""
+node group, rate-limit budgets. Set at scrape time, so a series for an endpoint (or a limited
+route) that left goes with it."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from xds_control.control import EngineView
+from xds_control.control.limit_metrics import (
+    LIMIT_BUCKET_TOKENS,
+    LIMIT_ENVOY_FILL_RATE,
+    LIMIT_ENVOYS,
+    LIMIT_FILL_RATE,
+    LIMIT_P99,
+    LIMIT_P99_TARGET,
+    LIMIT_PRESSURE,
+)
 from xds_control.control.metrics import (
     ENDPOINT_WEIGHT,
     ENDPOINT_WEIGHT_FACTOR,
@@ -17,7 +28,7 @@ from xds_control.control.metrics import (
 from xds_control.server import StreamRegistry
 from xds_control.server.metrics import GROUP_STREAMS
 
-__all__ = ["refresh"]
+__all__ = ["refresh", "refresh_limits"]
 
 
 def refresh(*, engine: EngineView | None, registry: StreamRegistry, groups: Iterable[str]) -> None:
@@ -45,3 +56,31 @@ def refresh(*, engine: EngineView | None, registry: StreamRegistry, groups: Iter
             for signal, reading in d.sample.readings.items():
                 age = max(0.0, now - reading.observed_at)
                 SIGNAL_AGE.labels(pool=pool, endpoint=d.address, signal=signal.value).set(age)
+
+
+_LATENCIES = ("ttft", "tpot")
+
+
+def refresh_limits(view: Mapping[str, Any]) -> None:
+    """Replace the budget series with ``view`` (``admin.limits.limits_view``): one series per
+    node group, route and class; P99s, targets and pressure once per route."""
+    per_class = (LIMIT_FILL_RATE, LIMIT_ENVOY_FILL_RATE, LIMIT_BUCKET_TOKENS)
+    for gauge in (*per_class, LIMIT_ENVOYS, LIMIT_P99, LIMIT_P99_TARGET, LIMIT_PRESSURE):
+        gauge.clear()
+    for row in view["budgets"]:
+        route = {"listener": row["listener"], "route": row["route"]}
+        labels = {**route, "group": row["group"], "class": row["priority"]}
+        labels["unit"] = row.get("unit", "requests")
+        LIMIT_FILL_RATE.labels(**labels).set(row["fleet_rps"])
+        LIMIT_ENVOY_FILL_RATE.labels(**labels).set(row["envoy_rps"])
+        LIMIT_BUCKET_TOKENS.labels(**labels).set(row["bucket"]["max_tokens"])
+        LIMIT_ENVOYS.labels(group=row["group"]).set(row["envoys"])
+        for latency in _LATENCIES:
+            for pool, p99 in row["p99"].items():
+                if p99[f"{latency}_s"] is not None:
+                    LIMIT_P99.labels(**route, pool=pool, latency=latency).set(p99[f"{latency}_s"])
+            target = row.get("target", {}).get(f"{latency}_s")
+            if target is not None:
+                LIMIT_P99_TARGET.labels(**route, latency=latency).set(target)
+        if row["pressure"] is not None:
+            LIMIT_PRESSURE.labels(**route).set(row["pressure"])

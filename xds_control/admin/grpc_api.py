@@ -11,15 +11,17 @@ import grpc
 from google.protobuf.struct_pb2 import Struct
 
 from xds_control.admin.events import EventLog
+from xds_control.admin.limits import limits_view
 from xds_control.admin.sync import streams_view
 from xds_control.admin.v1 import admin_pb2 as pb
 from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.admin.views import snapshot_view, weights_view
 from xds_control.cache import SnapshotCache, group_names
 from xds_control.control import EngineView, LoopState
+from xds_control.control.limiter import Limiter
 from xds_control.server import StreamRegistry
 
-__all__ = ["AdminServicer", "weights_message"]
+__all__ = ["AdminServicer", "limits_message", "weights_message"]
 
 _WATCH_PERIOD_S = 0.25
 
@@ -73,6 +75,50 @@ def weights_message(view: dict[str, Any], *, pool: str, explain: bool) -> pb.Lis
     )
 
 
+def _latency(value: dict[str, float | None]) -> pb.Latency:
+    # None stays unset (HasField false): not measured, or not watched
+    return pb.Latency(ttft_s=value.get("ttft_s"), tpot_s=value.get("tpot_s"))
+
+
+def _budget(row: dict[str, Any]) -> pb.Budget:
+    """One ``limits_view`` row as the message."""
+    return pb.Budget(
+        group=row["group"],
+        listener=row["listener"],
+        route=row["route"],
+        envoy_route=row["envoy_route"],
+        priority=row["priority"],
+        unit=row.get("unit", ""),
+        pools=row["pools"],
+        fleet_rps=row["fleet_rps"],
+        envoys=row["envoys"],
+        share=row["share"],
+        envoy_rps=row["envoy_rps"],
+        bucket=pb.Bucket(**row["bucket"]),
+        p99={pool: _latency(p99) for pool, p99 in row["p99"].items()},
+        target=_latency(row["target"]) if "target" in row else None,
+        pressure=row["pressure"],
+        action=row["action"],
+    )
+
+
+def limits_message(view: dict[str, Any], *, route: str, group: str) -> pb.ListLimitsResponse:
+    """``limits_view``'s dict as the typed response, one route (LISTENER/ROUTE) and node group
+    or all."""
+    rows = [
+        r
+        for r in view["budgets"]
+        if (not route or f"{r['listener']}/{r['route']}" == route)
+        and (not group or r["group"] == group)
+    ]
+    return pb.ListLimitsResponse(
+        enabled=view["enabled"],
+        cycle=view["cycle"],
+        source_error=view["source_error"] or "",
+        budgets=[_budget(r) for r in rows],
+    )
+
+
 class AdminServicer(admin_pb2_grpc.AdminServicer):
     """Reads the registry, the cache, the engine and the event ring; never writes."""
 
@@ -84,8 +130,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         registry: StreamRegistry,
         events: EventLog,
         engine: Callable[[], EngineView] | None = None,
+        limiter: Limiter | None = None,
     ) -> None:
         self._state = state
+        self._limiter = limiter
         self._cache = cache
         self._registry = registry
         self._events = events
@@ -141,6 +189,20 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 last = now
                 yield message
             await asyncio.sleep(_WATCH_PERIOD_S)
+
+    async def ListLimits(
+        self, request: pb.ListLimitsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListLimitsResponse:
+        if request.group:
+            await self._group(request.group, context)
+        view = limits_view(self._limiter, config=self._state.config)
+        known = sorted({f"{r['listener']}/{r['route']}" for r in view["budgets"]})
+        if request.route and request.route not in known:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no limited route {request.route!r} (routes: {', '.join(known) or 'none'})",
+            )
+        return limits_message(view, route=request.route, group=request.group)
 
     async def _weights(
         self, request: pb.ListWeightsRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from xds_control.admin.auth import grpc_interceptor, http_middleware, is_loopback
 from xds_control.admin.events import EventLog
-from xds_control.admin.exporter import refresh
+from xds_control.admin.exporter import refresh, refresh_limits
 from xds_control.admin.grpc_api import AdminServicer
 from xds_control.admin.limits import limits_view
 from xds_control.admin.recorder import Recorder
@@ -116,6 +116,7 @@ class AdminServer:
             registry=self._registry,
             events=self.events,
             engine=self._engine,
+            limiter=self._limiter,
         )
         admin_pb2_grpc.add_AdminServicer_to_server(servicer, self._grpc)
         try:
@@ -149,6 +150,7 @@ class AdminServer:
         EVENT_LOOP_TASKS.set(len(asyncio.all_tasks()))
         engine = self._engine() if self._engine else None
         refresh(engine=engine, registry=self._registry, groups=group_names(self._state.config))
+        refresh_limits(limits_view(self._limiter, config=self._state.config))
         body = generate_latest()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -187,4 +189,4 @@ class AdminServer:
         )
 
     async def _limits(self, request: web.Request) -> web.Response:
-        return web.json_response(limits_view(self._limiter))
+        return web.json_response(limits_view(self._limiter, config=self._state.config))

@@ -19,6 +19,7 @@ import aiohttp
 from xds_control.cache.groups import group_names
 from xds_control.config import Config, Listener, PriorityClass, Route
 from xds_control.control.latency import LatencySource
+from xds_control.control.limit_metrics import count_adjustment
 from xds_control.discovery import Endpoint
 from xds_control.engine.budgets import Latency, RouteBudget, adapt_rates, pressure
 from xds_control.xds.ratelimit import Bucket, bucket_for_rate
@@ -163,6 +164,7 @@ class Limiter:
             )
             if previous is None or budget.rates != previous.rates:
                 self._changed_at[key] = now
+            count_adjustment(listener=listener.name, route=route.name, action=budget.action)
             budgets[key] = budget
         self._budgets = budgets
         self.cycle += 1

@@ -442,3 +442,217 @@ class ListEventsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListEventsResponse: _TypeAlias = ListEventsResponse  # noqa: Y015
+
+@_typing.final
+class ListLimitsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROUTE_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
+    route: _builtins.str
+    """LISTENER/ROUTE; empty: every route with limits"""
+    group: _builtins.str
+    """empty: every node group"""
+    def __init__(
+        self,
+        *,
+        route: _builtins.str = ...,
+        group: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "route", b"route"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLimitsRequest: _TypeAlias = ListLimitsRequest  # noqa: Y015
+
+@_typing.final
+class Bucket(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    TOKENS_PER_FILL_FIELD_NUMBER: _builtins.int
+    FILL_INTERVAL_S_FIELD_NUMBER: _builtins.int
+    max_tokens: _builtins.int
+    tokens_per_fill: _builtins.int
+    fill_interval_s: _builtins.float
+    def __init__(
+        self,
+        *,
+        max_tokens: _builtins.int = ...,
+        tokens_per_fill: _builtins.int = ...,
+        fill_interval_s: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fill_interval_s", b"fill_interval_s", "max_tokens", b"max_tokens", "tokens_per_fill", b"tokens_per_fill"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Bucket: _TypeAlias = Bucket  # noqa: Y015
+
+@_typing.final
+class Latency(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TTFT_S_FIELD_NUMBER: _builtins.int
+    TPOT_S_FIELD_NUMBER: _builtins.int
+    ttft_s: _builtins.float
+    """unset: not measured (P99) or not watched (target)"""
+    tpot_s: _builtins.float
+    def __init__(
+        self,
+        *,
+        ttft_s: _builtins.float | None = ...,
+        tpot_s: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_tpot_s", b"_tpot_s", "_ttft_s", b"_ttft_s", "tpot_s", b"tpot_s", "ttft_s", b"ttft_s"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_tpot_s", b"_tpot_s", "_ttft_s", b"_ttft_s", "tpot_s", b"tpot_s", "ttft_s", b"ttft_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__tpot_s: _TypeAlias = _typing.Literal["tpot_s"]  # noqa: Y015
+    _WhichOneofArgType__tpot_s: _TypeAlias = _typing.Literal["_tpot_s", b"_tpot_s"]  # noqa: Y015
+    _WhichOneofReturnType__ttft_s: _TypeAlias = _typing.Literal["ttft_s"]  # noqa: Y015
+    _WhichOneofArgType__ttft_s: _TypeAlias = _typing.Literal["_ttft_s", b"_ttft_s"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tpot_s) -> _WhichOneofReturnType__tpot_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ttft_s) -> _WhichOneofReturnType__ttft_s | None: ...
+
+Global___Latency: _TypeAlias = Latency  # noqa: Y015
+
+@_typing.final
+class Budget(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class P99Entry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___Latency: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___Latency | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    GROUP_FIELD_NUMBER: _builtins.int
+    LISTENER_FIELD_NUMBER: _builtins.int
+    ROUTE_FIELD_NUMBER: _builtins.int
+    ENVOY_ROUTE_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    UNIT_FIELD_NUMBER: _builtins.int
+    POOLS_FIELD_NUMBER: _builtins.int
+    FLEET_RPS_FIELD_NUMBER: _builtins.int
+    ENVOYS_FIELD_NUMBER: _builtins.int
+    SHARE_FIELD_NUMBER: _builtins.int
+    ENVOY_RPS_FIELD_NUMBER: _builtins.int
+    BUCKET_FIELD_NUMBER: _builtins.int
+    P99_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    PRESSURE_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    group: _builtins.str
+    listener: _builtins.str
+    route: _builtins.str
+    envoy_route: _builtins.str
+    """ROUTE/CLASS, the route Envoy runs"""
+    priority: _builtins.str
+    """critical, high or medium"""
+    unit: _builtins.str
+    """requests or tokens"""
+    fleet_rps: _builtins.float
+    """the whole node group's fill rate, per second"""
+    envoys: _builtins.int
+    """distinct Envoys sharing it (0: none yet)"""
+    share: _builtins.float
+    """each Envoy's fraction"""
+    envoy_rps: _builtins.float
+    """the rate each Envoy's bucket really fills at"""
+    pressure: _builtins.float
+    """worst P99 over target; unset: no reading"""
+    action: _builtins.str
+    """what the last cycle did: lowered medium, raised critical, held: why"""
+    @_builtins.property
+    def pools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def bucket(self) -> Global___Bucket: ...
+    @_builtins.property
+    def p99(self) -> _containers.MessageMap[_builtins.str, Global___Latency]:
+        """pool -> the P99s read this cycle"""
+
+    @_builtins.property
+    def target(self) -> Global___Latency:
+        """the listener's P99 targets"""
+
+    def __init__(
+        self,
+        *,
+        group: _builtins.str = ...,
+        listener: _builtins.str = ...,
+        route: _builtins.str = ...,
+        envoy_route: _builtins.str = ...,
+        priority: _builtins.str = ...,
+        unit: _builtins.str = ...,
+        pools: _abc.Iterable[_builtins.str] | None = ...,
+        fleet_rps: _builtins.float = ...,
+        envoys: _builtins.int = ...,
+        share: _builtins.float = ...,
+        envoy_rps: _builtins.float = ...,
+        bucket: Global___Bucket | None = ...,
+        p99: _abc.Mapping[_builtins.str, Global___Latency] | None = ...,
+        target: Global___Latency | None = ...,
+        pressure: _builtins.float | None = ...,
+        action: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_pressure", b"_pressure", "bucket", b"bucket", "pressure", b"pressure", "target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pressure", b"_pressure", "action", b"action", "bucket", b"bucket", "envoy_route", b"envoy_route", "envoy_rps", b"envoy_rps", "envoys", b"envoys", "fleet_rps", b"fleet_rps", "group", b"group", "listener", b"listener", "p99", b"p99", "pools", b"pools", "pressure", b"pressure", "priority", b"priority", "route", b"route", "share", b"share", "target", b"target", "unit", b"unit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__pressure: _TypeAlias = _typing.Literal["pressure"]  # noqa: Y015
+    _WhichOneofArgType__pressure: _TypeAlias = _typing.Literal["_pressure", b"_pressure"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pressure) -> _WhichOneofReturnType__pressure | None: ...
+
+Global___Budget: _TypeAlias = Budget  # noqa: Y015
+
+@_typing.final
+class ListLimitsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENABLED_FIELD_NUMBER: _builtins.int
+    CYCLE_FIELD_NUMBER: _builtins.int
+    SOURCE_ERROR_FIELD_NUMBER: _builtins.int
+    BUDGETS_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    """false: no listener has limits"""
+    cycle: _builtins.int
+    source_error: _builtins.str
+    """the P99 query's last failure; empty if none"""
+    @_builtins.property
+    def budgets(self) -> _containers.RepeatedCompositeFieldContainer[Global___Budget]: ...
+    def __init__(
+        self,
+        *,
+        enabled: _builtins.bool = ...,
+        cycle: _builtins.int = ...,
+        source_error: _builtins.str = ...,
+        budgets: _abc.Iterable[Global___Budget] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budgets", b"budgets", "cycle", b"cycle", "enabled", b"enabled", "source_error", b"source_error"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLimitsResponse: _TypeAlias = ListLimitsResponse  # noqa: Y015

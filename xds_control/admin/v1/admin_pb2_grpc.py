@@ -59,6 +59,11 @@ class AdminStub:
                 request_serializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListWeightsRequest.SerializeToString,
                 response_deserializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListWeightsResponse.FromString,
                 _registered_method=True)
+        self.ListLimits = channel.unary_unary(
+                '/xds_control.admin.v1.Admin/ListLimits',
+                request_serializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsRequest.SerializeToString,
+                response_deserializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -99,6 +104,13 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListLimits(self, request, context):
+        """Each priority class's rate-limit budget per route and node group, and the P99 behind it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -126,6 +138,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.WatchWeights,
                     request_deserializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListWeightsRequest.FromString,
                     response_serializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListWeightsResponse.SerializeToString,
+            ),
+            'ListLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLimits,
+                    request_deserializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsRequest.FromString,
+                    response_serializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -263,6 +280,33 @@ class Admin:
             '/xds_control.admin.v1.Admin/WatchWeights',
             xds__control_dot_admin_dot_v1_dot_admin__pb2.ListWeightsRequest.SerializeToString,
             xds__control_dot_admin_dot_v1_dot_admin__pb2.ListWeightsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xds_control.admin.v1.Admin/ListLimits',
+            xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsRequest.SerializeToString,
+            xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,8 @@ class AdminStub:
     """Recent events, oldest first: pushes, ACKs, NACKs, publishes, reloads, errors."""
     WatchWeights: _grpc.UnaryStreamMultiCallable[_admin_pb2.ListWeightsRequest, _admin_pb2.ListWeightsResponse]
     """The weights now, then again each time a weight changes."""
+    ListLimits: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListLimitsRequest, _admin_pb2.ListLimitsResponse]
+    """Each priority class's rate-limit budget per route and node group, and the P99 behind it."""
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -63,6 +65,8 @@ class AdminAsyncStub(AdminStub):
     """Recent events, oldest first: pushes, ACKs, NACKs, publishes, reloads, errors."""
     WatchWeights: _aio.UnaryStreamMultiCallable[_admin_pb2.ListWeightsRequest, _admin_pb2.ListWeightsResponse]  # type: ignore[assignment]
     """The weights now, then again each time a weight changes."""
+    ListLimits: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListLimitsRequest, _admin_pb2.ListLimitsResponse]  # type: ignore[assignment]
+    """Each priority class's rate-limit budget per route and node group, and the P99 behind it."""
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -104,5 +108,13 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_admin_pb2.ListWeightsResponse], _abc.AsyncIterator[_admin_pb2.ListWeightsResponse]]:
         """The weights now, then again each time a weight changes."""
+
+    @_abc_1.abstractmethod
+    def ListLimits(
+        self,
+        request: _admin_pb2.ListLimitsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListLimitsResponse, _abc.Awaitable[_admin_pb2.ListLimitsResponse]]:
+        """Each priority class's rate-limit budget per route and node group, and the P99 behind it."""
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
