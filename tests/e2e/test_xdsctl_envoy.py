@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.engine_stack import SimStack, engine_config, sim_stack
+from e2e.envoy_metrics import ENVOY_METRICS
 from e2e.stack import BOTH_PROTOCOLS, EchoStack, eventually, weighted_config
 from e2e.test_rejection_and_restart import OVERSIZED
 
@@ -127,11 +128,26 @@ def exported(metrics_text: str) -> set[str]:
     return names
 
 
-def dashboard_metrics() -> set[str]:
+def dashboard_queries() -> list[str]:
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
-    exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
-    return {m for e in exprs for m in re.findall(r"\bxds_control_[a-z0-9_]+", e)}
+    return exprs + [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+
+
+def dashboard_metrics(prefix: str) -> set[str]:
+    """Every metric name with ``prefix`` a query names (a label matcher such as
+    ``envoy_x="y"`` is not a metric)."""
+    pattern = rf"\b({prefix}[a-z0-9_]+)\b(?!\s*(?:=|!=))"
+    return {m for e in dashboard_queries() for m in re.findall(pattern, e)}
+
+
+def test_dashboard_queries_only_envoy_metrics_a_real_envoy_test_reads() -> None:
+    # Each name in ENVOY_METRICS (docs/limits.md) is read from a real Envoy's /stats/prometheus
+    # by test_priority_limits; anything else the dashboard asks Envoy for may not exist.
+    envoy = dashboard_metrics("envoy_")
+    assert envoy, "the dashboard lost its rate-limit admissions panel"
+    assert envoy <= ENVOY_METRICS, f"not shown to exist in Envoy: {envoy - ENVOY_METRICS}"
+    assert all(re.search(r"\b(xds_control|envoy)_", e) for e in dashboard_queries())
 
 
 async def test_xdsctl_weights_explain_adds_up_and_dashboard_metrics_exist(
@@ -164,7 +180,7 @@ async def test_xdsctl_weights_explain_adds_up_and_dashboard_metrics_exist(
     assert (await explained())["s0"]["inputs"], "explain shows no signal input"
 
     metrics = await stack.control_plane.metrics()
-    missing = dashboard_metrics() - exported(metrics)
+    missing = dashboard_metrics("xds_control_") - exported(metrics)
     assert not missing, f"the dashboard queries metrics the server does not export: {missing}"
     with_samples = {s.name for f in text_string_to_metric_families(metrics) for s in f.samples}
     for name in (
