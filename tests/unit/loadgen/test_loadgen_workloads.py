@@ -72,3 +72,13 @@ def test_stream_fraction_is_honoured() -> None:
     requests = build_requests(LoadSpec(requests=2000, stream_fraction=0.3, seed=3))
     share = sum(r.stream for r in requests) / len(requests)
     assert share == pytest.approx(0.3, abs=0.04)
+
+
+def test_multi_turn_sessions_offer_the_whole_rate_from_the_first_seconds() -> None:
+    # Sessions already under way at t=0: a short ramp step offers what it says, not the
+    # fraction of the rate that sessions all starting at once would send in their first turns.
+    spec = LoadSpec(workload="multi-turn", turns=4, think_time_s=2.0, rate=20, requests=2000)
+    for seed in (1, 2):
+        at = [r.at for r in build_requests(spec.model_copy(update={"seed": seed}))]
+        assert sum(1 for t in at if t < 6) / 6 == pytest.approx(20, rel=0.2)
+        assert at[-1] == pytest.approx(2000 / 20, rel=0.1)
