@@ -425,8 +425,9 @@ class Listener(StrictModel):
     classify: Classify | None = Field(
         default=None,
         description="Read each request's JSON body inside Envoy and set headers that routes "
-        "match (model, prompt tokens, max_tokens, stream, keywords) and MAGLEV hashes (prefix "
-        "hash). Unset: no body is read; `match.model` then needs the client's header.",
+        "match (model, prompt tokens, max_tokens, stream, keywords), MAGLEV hashes (prefix "
+        "hash) and a token budget charges (cost). Unset: no body is read; `match.model` then "
+        "needs the client's header.",
     )
     limits: Limits | None = Field(
         default=None,
