@@ -50,8 +50,8 @@ def _kind(parse: Callable[[bytes], Any]) -> str:
 
 
 REFUSAL_DRAIN_S = 0.05
-"""Before a refusal, how long the reader may go on taking what the client has already sent
-(and is dropped): aborting with requests still arriving, the client often sees INTERNAL
+"""Before a refusal, how long the handler goes on reading what the client has already sent
+(and drops it): aborting with requests still arriving, the client often sees INTERNAL
 ("Internal error from Core") instead of the refusal's status and reason."""
 
 
@@ -139,7 +139,7 @@ class AdsHandler:
 
     async def _stream(
         self,
-        requests: AsyncIterator[discovery_pb2.DiscoveryRequest],
+        _requests: AsyncIterator[bytes],  # unused: ``_serve`` reads with ``context.read()``
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> None:
         stream = AdsStream(
@@ -152,7 +152,7 @@ class AdsHandler:
 
     async def _delta_stream(
         self,
-        requests: AsyncIterator[discovery_pb2.DeltaDiscoveryRequest],
+        _requests: AsyncIterator[bytes],  # unused, as above
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> None:
         stream = DeltaStream(
@@ -190,7 +190,7 @@ class AdsHandler:
                 async with lock:
                     out = on_request(request, group=group)
                     if pusher is None:
-                        pusher = Pusher(stream=stream, lock=lock, write=context.write)
+                        pusher = Pusher(stream=stream, lock=lock, context=context)
                         unsubscribe = self._cache.subscribe(stream.group, pusher.wake)
                         log.info(
                             "envoy connected", stream=stream.stream_id, node_id=request.node.id

@@ -9,7 +9,8 @@ Wake-ups coalesce (one pending at a time), so a slow stream gets only the newest
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from typing import Any
 
 import grpc
 import structlog
@@ -20,17 +21,21 @@ __all__ = ["Pusher"]
 
 log = structlog.get_logger(__name__)
 
-Write = Callable[[bytes], Awaitable[None]]
-
 
 class Pusher:
     """One stream's push task. ``lock`` is held around each state change and its writes, by
     this task and by the handler alike, so that responses go out in the order they were made."""
 
-    def __init__(self, *, stream: XdsStream, lock: asyncio.Lock, write: Write) -> None:
+    def __init__(
+        self,
+        *,
+        stream: XdsStream,
+        lock: asyncio.Lock,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> None:
         self._stream = stream
         self._lock = lock
-        self._write = write
+        self._context = context
         self._woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._run(), name=f"ads-push-{stream.stream_id}")
 
@@ -44,14 +49,24 @@ class Pusher:
         self._task.cancel()
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
-            while True:
-                await self._woken
-                self._woken = loop.create_future()
-                async with self._lock:
-                    for response in self._stream.on_snapshot():
-                        await self._write(response)
+            await self._push_forever()
         except (grpc.aio.AbortError, grpc.aio.UsageError, grpc.RpcError) as exc:
             # The stream ended while a push was on its way: the handler sees the end too.
             log.debug("push ended with the stream", stream=self._stream.stream_id, error=str(exc))
+        except Exception as exc:  # a bug: end the stream (the Envoy reconnects), say why
+            log.error(
+                "pushing a snapshot change failed", stream=self._stream.stream_id, exc_info=exc
+            )
+            reason = f"pushing a snapshot change failed: {type(exc).__name__}"
+            with contextlib.suppress(grpc.aio.AbortError):  # how abort ends: status sent
+                await self._context.abort(grpc.StatusCode.INTERNAL, reason)
+
+    async def _push_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._woken
+            self._woken = loop.create_future()
+            async with self._lock:
+                for response in self._stream.on_snapshot():
+                    await self._context.write(response)
