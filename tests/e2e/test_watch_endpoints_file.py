@@ -8,6 +8,7 @@ import os
 import re
 import time
 
+import pytest
 import yaml
 
 from e2e.stack import EchoStack, weighted_config
@@ -71,18 +72,32 @@ async def test_an_endpoints_edit_reaches_envoy_within_a_second(stack: EchoStack)
         assert took < 1.0
 
 
+def burst(stack: EchoStack, texts: list[str]) -> float:
+    """Save each text in turn as fast as this process can; the longest gap between saves."""
+    gaps, last = [0.0], time.monotonic()
+    for text in texts:
+        save(stack, text)
+        now = time.monotonic()
+        gaps.append(now - last)
+        last = now
+    return max(gaps)
+
+
 async def test_a_hundred_edits_in_50_ms_are_one_eds_push(stack: EchoStack) -> None:
     await start(stack, [10, 10])
     await wait_weights(stack, [10, 10], timeout=10)
-    await asyncio.sleep(0.5)
-    before = await eds_responses(stack)
-    envoy_before = (await stack.envoy.stats())["cluster.chat.update_success"]
-    texts = [endpoints_text(stack, [10, 1 + n]) for n in range(100)]  # the editor's work
-    start_s = time.monotonic()
-    for text in texts:  # a save takes ~1-2 ms here: each well inside the 10 ms quiet window
-        save(stack, text)
-    assert time.monotonic() - start_s < 0.2
-    await wait_weights(stack, [10, 100], timeout=2.0)
+    for attempt in range(3):  # a busy machine may stall the writer past the quiet window
+        weights = [[10, 1 + n + 100 * attempt] for n in range(100)]
+        texts = [endpoints_text(stack, w) for w in weights]  # the editor's work, not timed
+        await asyncio.sleep(0.5)
+        before = await eds_responses(stack)
+        envoy_before = (await stack.envoy.stats())["cluster.chat.update_success"]
+        gap = burst(stack, texts)  # a save takes ~1-2 ms here
+        await wait_weights(stack, weights[-1], timeout=2.0)
+        if gap < 0.01:  # every save within the 10 ms quiet window of the one before
+            break
+    else:
+        pytest.fail(f"no burst of 100 saves without a 10 ms gap in 3 tries (last: {gap:.3f} s)")
     await asyncio.sleep(0.5)  # room for a late second push
     assert await eds_responses(stack) - before == 1
     assert (await stack.envoy.stats())["cluster.chat.update_success"] - envoy_before == 1

@@ -23,9 +23,10 @@ class WatchConfig(StrictModel):
         default=10,
         ge=1,
         le=5_000,
-        description="Quiet window: reconcile once no event came for this long. 10 ms covers an "
-        "editor's write-rename-chmod sequence (about 1 ms) and a script's burst of rewrites, "
-        "and keeps an edit's way to Envoy within 50 ms.",
+        description="Quiet window: reconcile once no event came for this long (twice as long "
+        "once a second change shows a burst under way). 10 ms covers an editor's "
+        "write-rename-chmod sequence (about 1 ms) and a script's burst of rewrites, and keeps "
+        "an edit's way to Envoy within 50 ms.",
     )
     max_delay_ms: int = Field(
         default=200,

@@ -103,6 +103,9 @@ class FileWatch:
                 quiet = min(window, deadline - clock())
                 if quiet <= 0 or not await _wait(self._events, timeout=quiet):
                     break
+                # A second batch: a burst is under way. Its writer (or we) may lose the CPU
+                # for a while on a busy machine, so its end is awaited twice as long.
+                window = 2 * (settings.debounce_ms - _step_ms(settings)) / 1000
             self._wake()
 
     async def _watch_forever(self) -> None:
@@ -158,5 +161,5 @@ async def _wait(event: asyncio.Event, *, timeout: float) -> bool:
     try:
         await asyncio.wait_for(event.wait(), timeout)
     except TimeoutError:
-        return False
+        return event.is_set()  # set while the loop was late to the timeout
     return True
