@@ -25,15 +25,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     is one a new file can forget. ``tryfirst``: the marks must be on before ``-m`` deselects,
     and before pytest-xdist reads ``xdist_group``.
 
-    Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) every ``fault`` test goes
-    to one worker, one after the other: each holds steady load through its own Envoy and
-    bounds what it loses in seconds, so two at once would compete for the same two cores."""
+    Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) every ``serial`` and every
+    ``fault`` test goes to one worker, one after the other: each judges times or rates measured
+    under steady load (a weight that must not flap, a server marked within 5 s), which two such
+    tests at once on two cores would skew. xdist hands out its largest group first, so that
+    worker starts on them at once while the other runs everything else."""
     grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         if item.path.is_relative_to(_E2E):
             item.add_marker(pytest.mark.e2e)
-        if grouped and item.get_closest_marker("fault") is not None:
-            item.add_marker(pytest.mark.xdist_group("fault"))
+        if grouped and any(item.get_closest_marker(m) for m in ("serial", "fault")):
+            item.add_marker(pytest.mark.xdist_group("serial"))
 
 
 @pytest.fixture(autouse=True)

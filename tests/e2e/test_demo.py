@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.serial  # shares judged under load: not next to another such test
+
 DURATION_S = 120
 """Warm-up 36 s, fault and recovery 42 s each. The verdict compares shares over each phase's
 second half; the weight falls within ~10 s of the fault, so the fault's second half is all at

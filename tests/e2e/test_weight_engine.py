@@ -15,6 +15,8 @@ from e2e.engine_stack import SimStack, engine_config, flood, load, load_in_backg
 from e2e.stack import eventually
 from xds_lab.sim.faults import FaultUpdate
 
+pytestmark = pytest.mark.serial  # weights judged under load: not next to another such test
+
 FAST_PATH = {"scrape": {"enabled": True, "interval_s": 0.25}, "reconcile_period_s": 0.5}
 
 
