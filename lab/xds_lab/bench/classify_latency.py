@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import aiohttp
 from xds_control.config import Listener
 from xds_control.log import configure_logging
 from xds_control.xds.lua import classifier_source
+from xds_lab.bench.arms import ArmSamples, alternate_arms, chat_body, write_report
 from xds_lab.bench.fast_backend import FastBackend
 from xds_lab.bench.tables import machine_info, markdown_table, write_cdf
 from xds_lab.harness.envoy import find_envoy
@@ -65,55 +65,6 @@ def _config(stack: Stack[FastBackend], classified_port: int) -> dict[str, Any]:
     }
 
 
-def chat_body(kib: int) -> bytes:
-    """An OpenAI chat request of about ``kib`` KiB: a system prompt and a user message."""
-    filler = "Summarise the following text in one line. " * (kib * 1024 // 43 + 1)
-    body = {
-        "model": "meta-llama/Llama-3.1-8B-Instruct",
-        "messages": [
-            {"role": "system", "content": "You are a concise assistant."},
-            {"role": "user", "content": filler[: max(0, kib * 1024 - 160)]},
-        ],
-        "max_tokens": 64,
-        "stream": False,
-    }
-    return json.dumps(body).encode()
-
-
-async def _arm(
-    session: aiohttp.ClientSession, url: str, body: bytes, *, rate: float, seconds: float
-) -> tuple[list[float], int]:
-    """Open-loop arrivals at ``rate`` for ``seconds``: each request's latency, and failures."""
-    latencies: list[float] = []
-    failures = 0
-    headers = {"content-type": "application/json"}
-
-    async def one() -> None:
-        nonlocal failures
-        started = time.perf_counter()
-        try:
-            async with session.post(url, data=body, headers=headers) as resp:
-                await resp.read()
-                ok = resp.status == 200
-        except aiohttp.ClientError:
-            ok = False
-        if ok:
-            latencies.append(time.perf_counter() - started)
-        else:
-            failures += 1
-
-    loop = asyncio.get_running_loop()
-    start = loop.time() + 0.05
-    tasks = []
-    for i in range(int(rate * seconds)):
-        delay = start + i / rate - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one()))
-    await asyncio.gather(*tasks)
-    return latencies, failures
-
-
 async def _measure(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
     stack = Stack(workdir=workdir, backends=FastBackend(), log_level="warning")
     classified_port = free_port()
@@ -128,19 +79,16 @@ async def _measure(args: argparse.Namespace, workdir: Path) -> list[dict[str, An
         async with aiohttp.ClientSession(connector=connector) as session:
             for kib in args.body_kib:
                 body = chat_body(kib)
-                for arm in ARMS:  # warm-up: connections, Lua state, the route tables
-                    await _arm(session, urls[arm], body, rate=args.rate, seconds=1.0)
-                samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
-                failed = dict.fromkeys(ARMS, 0)
-                for r in range(args.rounds):
-                    for arm in ARMS if r % 2 == 0 else ARMS[::-1]:
-                        got, failures = await _arm(
-                            session, urls[arm], body, rate=args.rate, seconds=args.seconds
-                        )
-                        samples[arm] += got
-                        failed[arm] += failures
+                samples = await alternate_arms(
+                    session,
+                    urls,
+                    body,
+                    rate=args.rate,
+                    seconds=args.seconds,
+                    rounds=args.rounds,
+                )
                 for arm in ARMS:
-                    cells.append(_cell(arm, kib, len(body), samples[arm], failed[arm]))
+                    cells.append(_cell(arm, kib, len(body), samples[arm]))
                 print(f"  {kib} KiB body: done", flush=True)
     finally:
         await stack.close()
@@ -181,16 +129,17 @@ def parse_cost(kibs: Sequence[int]) -> list[list[object]]:
     return rows
 
 
-def _cell(arm: str, kib: int, size: int, samples: list[float], failures: int) -> dict[str, Any]:
+def _cell(arm: str, kib: int, size: int, samples: ArmSamples) -> dict[str, Any]:
+    got = samples.latencies_s
     return {
         "route": arm,
         "body_kib": kib,
         "body_bytes": size,
-        "ok": len(samples),
-        "failed": failures,
-        "p50_s": percentile(samples, 50),
-        "p99_s": percentile(samples, 99),
-        "samples_s": samples,
+        "ok": len(got),
+        "failed": samples.failed,
+        "p50_s": percentile(got, 50),
+        "p99_s": percentile(got, 99),
+        "samples_s": got,
     }
 
 
@@ -248,13 +197,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         header = ["body", "bytes", "script alone, ms (PUC Lua 5.1, best of 5 x 200)"]
         lines += [markdown_table(header=header, rows=parsed), ""]
     lines += [f"- {key}: {value}" for key, value in machine.items()]
-    print("\n".join(lines))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "classify_latency.md").write_text("\n".join(lines) + "\n")
     summary = [{k: v for k, v in c.items() if k != "samples_s"} for c in cells]
     report = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine}
-    (args.out / "classify_latency.json").write_text(
-        json.dumps({**report, "cells": summary}, indent=1)
+    write_report(
+        out=args.out, name="classify_latency", lines=lines, summary={**report, "cells": summary}
     )
     write_cdf(
         {f"{c['body_kib']} KiB, {c['route']}": c["samples_s"] for c in cells},

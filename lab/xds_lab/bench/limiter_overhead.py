@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from xds_control.log import configure_logging
-from xds_lab.bench.classify_latency import _arm, chat_body
+from xds_lab.bench.arms import ArmSamples, alternate_arms, chat_body, write_report
 from xds_lab.bench.fast_backend import FastBackend
 from xds_lab.bench.tables import machine_info, markdown_table
 from xds_lab.harness.envoy import find_envoy
@@ -61,52 +60,48 @@ def _config(stack: Stack[FastBackend], limited_port: int, rate: float) -> dict[s
     }
 
 
-async def _measure(args: argparse.Namespace, workdir: Path) -> dict[str, list[float]]:
+async def _measure(args: argparse.Namespace, workdir: Path) -> dict[str, ArmSamples]:
     stack = Stack(workdir=workdir, backends=FastBackend(), log_level="warning")
     limited_port = free_port()
     urls = {
         "plain": f"{stack.url}/v1/chat/completions",
         "limited": f"http://127.0.0.1:{limited_port}/v1/chat/completions",
     }
-    samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
     try:
         await stack.start(_config(stack, limited_port, args.rate))
-        body = chat_body(1)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as session:
-            for arm in ARMS:  # warm-up
-                await _arm(session, urls[arm], body, rate=args.rate, seconds=1.0)
-            for r in range(args.rounds):
-                for arm in ARMS if r % 2 == 0 else ARMS[::-1]:
-                    got, failures = await _arm(
-                        session, urls[arm], body, rate=args.rate, seconds=args.seconds
-                    )
-                    if failures:
-                        print(f"  {arm}: {failures} failed", flush=True)
-                    samples[arm] += got
+            return await alternate_arms(
+                session,
+                urls,
+                chat_body(1),
+                rate=args.rate,
+                seconds=args.seconds,
+                rounds=args.rounds,
+            )
     finally:
         await stack.close()
-    return samples
 
 
-def results_table(samples: dict[str, list[float]]) -> str:
+def results_table(samples: dict[str, ArmSamples]) -> str:
     """One row per arm, and what the limiter added at p50 and p99."""
-    base = samples["plain"]
+    base = samples["plain"].latencies_s
     rows = []
     for arm in ARMS:
-        got = samples[arm]
+        got = samples[arm].latencies_s
         p50, p99 = percentile(got, 50), percentile(got, 99)
         added = arm != "plain"
         rows.append(
             [
                 arm,
                 len(got),
+                samples[arm].failed,
                 f"{p50 * 1000:.2f}",
                 f"{p99 * 1000:.2f}",
                 f"{(p50 - percentile(base, 50)) * 1000:+.2f}" if added else "",
                 f"{(p99 - percentile(base, 99)) * 1000:+.2f}" if added else "",
             ]
         )
-    header = ["listener", "ok", "p50 ms", "p99 ms", "added p50", "added p99"]
+    header = ["listener", "ok", "failed", "p50 ms", "p99 ms", "added p50", "added p99"]
     return markdown_table(header=header, rows=rows)
 
 
@@ -136,16 +131,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         *(f"- {key}: {value}" for key, value in machine.items()),
     ]
-    print("\n".join(lines))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "limiter_overhead.md").write_text("\n".join(lines) + "\n")
     summary = {
-        arm: {"ok": len(s), "p50_s": percentile(s, 50), "p99_s": percentile(s, 99)}
+        arm: {
+            "ok": len(s.latencies_s),
+            "failed": s.failed,
+            "p50_s": percentile(s.latencies_s, 50),
+            "p99_s": percentile(s.latencies_s, 99),
+        }
         for arm, s in samples.items()
     }
     report = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine}
-    (args.out / "limiter_overhead.json").write_text(
-        json.dumps({**report, "arms": summary}, indent=1)
+    write_report(
+        out=args.out, name="limiter_overhead", lines=lines, summary={**report, "arms": summary}
     )
 
 
