@@ -76,6 +76,9 @@ def test_every_policy_runs_and_reports_complete_sane_results(tmp_path: Path) -> 
         assert point["loop_lag"]["fleet"]["ticks"] > 0
         if point["policy"] == "ideal":  # exact knowledge, straight to the servers: no Envoy
             continue
+        if point["policy"] == "picker":  # Envoy asked the control plane's picker per request
+            assert point["picker"]["envoy"]["streams_started"] == point["requests"]
+            assert point["picker"]["observations"] > 0
         assert point["weights"], "Envoy's weights were never sampled"
     # Engine weights are served (pushed) only by our policies; equal weights never change.
     for point in points:

@@ -2,11 +2,14 @@
 real Envoy; plus the context-length surface and push latency, joined into one report.
 
     python -m xds_lab.bench.lb_quality [--quick] [--scenarios mixed,homogeneous] [--out docs/bench]
-        [--seeds 3] [--min-requests 600]
+        [--seeds 3] [--min-requests 600] [--policies picker,maglev_weights,ideal]
+        [--loads 0.8] [--capacity 6.3]
 
 By default (``make bench``) the headline point of each scenario (80%) runs 3 seeds of at least
 600 measured requests per policy and a 100% point checks the capacity (``rigor.FULL``);
-``--quick`` runs one seed at half the scenario's durations (``rigor.QUICK``).
+``--quick`` runs one seed at half the scenario's durations (``rigor.QUICK``). ``--policies``,
+``--loads`` (only these levels: no 100% confirmation point) and ``--capacity`` (req/s, skips the
+ramp) narrow a run to the points a question needs, for every scenario named.
 
 Writes ``<scenario>.json|.md|*.png``, ``context_surface.*`` and ``summary.md`` (machine, aims,
 every table) under ``--out``. One scenario alone: ``xds-control bench run --scenario FILE``.
@@ -27,6 +30,7 @@ from typing import Any
 from xds_control.log import configure_logging
 from xds_lab.bench import run_scenario_file
 from xds_lab.bench.aims import aim_lines
+from xds_lab.bench.picker_stats import picker_lines
 from xds_lab.bench.push_cell import measure_push_latency
 from xds_lab.bench.push_latency import results_table
 from xds_lab.bench.rigor import FULL, QUICK
@@ -93,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="names or paths")
     parser.add_argument("--out", type=Path, default=Path("docs/bench"))
+    parser.add_argument("--policies", help="comma-separated; default: each scenario's own")
+    parser.add_argument("--loads", help="comma-separated fractions of capacity; no 100%% check")
+    parser.add_argument("--capacity", type=float, help="req/s: skip the capacity ramp")
     parser.add_argument("--no-surface", action="store_true")
     parser.add_argument("--no-push", action="store_true")
     args = parser.parse_args(argv)
@@ -101,6 +108,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         rigor = dataclasses.replace(rigor, seeds=args.seeds)
     if args.min_requests is not None:
         rigor = dataclasses.replace(rigor, min_requests=args.min_requests)
+    overrides: dict[str, Any] = {}
+    if args.policies:
+        overrides["policies"] = tuple(p for p in args.policies.split(",") if p)
+    if args.loads:
+        overrides["loads"] = tuple(float(x) for x in args.loads.split(",") if x)
+        rigor = dataclasses.replace(rigor, confirm_load=None)
+    if args.capacity is not None:
+        overrides["capacity_rps"] = args.capacity
     configure_logging(level="info")  # progress: capacity steps and points
     machine = machine_info(envoy_bin=find_envoy())
     args.out.mkdir(parents=True, exist_ok=True)
@@ -110,9 +125,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     for item in (s for s in args.scenarios.split(",") if s):
         path = Path(item) if item.endswith(".yaml") else SCENARIOS_DIR / f"{item}.yaml"
         print(f"  scenario {path.name} ...", flush=True)
-        result = run_scenario_file(path, out_dir=args.out, quick=args.quick, rigor=rigor)
+        result = run_scenario_file(
+            path, out_dir=args.out, quick=args.quick, rigor=rigor, overrides=overrides
+        )
         results[result["scenario"]["name"]] = result
         sections.append((args.out / f"{result['scenario']['name']}.md").read_text())
+        sections += picker_lines(result)
     if not args.no_surface:
         print("  context-length surface ...", flush=True)
         sections.append("## Context-length surface\n\n" + _surface(args.out, quick=args.quick))

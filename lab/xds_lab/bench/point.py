@@ -61,7 +61,7 @@ async def _events(
             await stack.backends.slow_down(event.server, event.slowdown)
         if event.add:
             added.add(event.server)  # the ideal router reads this set; Envoy, the config
-            if policy.via == "envoy":
+            if policy.through_envoy:
                 write_policy_config(stack, scenario=scenario, policy=policy, added=frozenset(added))
         done.append({"at_s": event.at_s, "server": event.server, **event.model_dump()})
         _log.info("event", server=event.server, slowdown=event.slowdown, add=event.add)
@@ -100,7 +100,7 @@ async def run_point(
     through ``policy``'s stack, measure everything, and flag the point if either process fell
     behind real time (``lag.lag_flag``)."""
     ts = scenario.time_scale
-    envoy = policy.via == "envoy"
+    envoy = policy.through_envoy
     await stack.backends.reset()
     plan = build_requests(
         load_spec(

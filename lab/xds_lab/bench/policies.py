@@ -1,9 +1,9 @@
 """The policies the suite compares: Envoy's own balancing, ours (engine weights), and the
 "ideal" reference (exact knowledge, no Envoy: ``ideal.py``).
 
-``picker`` is the place for the per-request endpoint picker (issue 16): it needs a picker
-running beside the control plane, which the lab cannot start yet, so the runner skips it with a
-note; it is not in ``DEFAULT_POLICIES``.
+``picker`` is the per-request endpoint picker (issue 16, ``docs/picker.md``): the pool gets
+``picker`` on the control plane's free picker port, and Envoy's fallback is MAGLEV with the
+engine's weights.
 """
 
 from __future__ import annotations
@@ -33,13 +33,19 @@ class Policy:
     """List each endpoint's batch slots in the config; False is a new user's config (the engine
     then assumes the pool's ``max_num_seqs`` for every server)."""
     via: Literal["envoy", "ideal", "picker"] = "envoy"
-    """``ideal``: the load generator routes with exact knowledge (no Envoy); ``picker``: needs
-    the endpoint picker running (not in the lab yet)."""
+    """``ideal``: the load generator routes with exact knowledge (no Envoy); ``picker``: Envoy
+    asks the control plane's per-request picker, ``lb`` with engine weights as its fallback."""
+
+    @property
+    def through_envoy(self) -> bool:
+        """Requests go through Envoy and the control plane (all but the ideal reference)."""
+        return self.via != "ideal"
 
     @property
     def ours(self) -> bool:
-        """Weights come from the control plane's engine (not static, equal weights)."""
-        return self.engine_weights and self.via == "envoy"
+        """Weights (and, for ``picker``, picks) come from the control plane, not static
+        equal weights."""
+        return self.engine_weights and self.through_envoy
 
     @property
     def reference(self) -> bool:
@@ -87,16 +93,22 @@ DEFAULT_POLICIES = (
     "maglev_bounded",
     "maglev_weights",
     "least_request_weights",
+    "picker",
     "ideal",
 )
 """What a scenario runs unless it lists its own policies."""
 
 
 def control_plane_config(
-    *, policy: Policy, batch_slots: Mapping[str, int], listener_port: int
+    *,
+    policy: Policy,
+    batch_slots: Mapping[str, int],
+    listener_port: int,
+    picker_address: str | None = None,
 ) -> dict[str, Any]:
     """One vLLM pool over the servers of ``batch_slots`` (address -> the server's
-    ``max_num_seqs``) behind one listener, balanced by ``policy``.
+    ``max_num_seqs``) behind one listener, balanced by ``policy``; a ``picker`` policy serves
+    its picker at ``picker_address`` (required then), with the picker's defaults.
 
     Engine weights turn on the direct-scrape fast path only; ``pools[].weights`` is left out
     on purpose, so every scenario runs the engine's defaults. Batch slots are listed per
@@ -107,12 +119,17 @@ def control_plane_config(
         lb["hash_balance_factor"] = policy.hash_balance_factor
     if policy.active_request_bias is not None:
         lb["active_request_bias"] = policy.active_request_bias
+    pool: dict[str, Any] = {"engine": "vllm", "lb": lb}
+    if policy.via == "picker":
+        if picker_address is None:
+            raise ValueError(f"policy {policy.name!r} needs a picker_address")
+        pool["picker"] = {"address": picker_address}
     return one_pool_config(
         endpoints=[
             {"address": a, "batch_slots": slots} if policy.batch_slots else {"address": a}
             for a, slots in batch_slots.items()
         ],
         listener_port=listener_port,
-        pool={"engine": "vllm", "lb": lb},
+        pool=pool,
         signals={"scrape": {"enabled": True}} if policy.engine_weights else None,
     )

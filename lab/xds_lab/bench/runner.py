@@ -6,11 +6,13 @@ import asyncio
 import json
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from xds_lab.bench import picker_stats
 from xds_lab.bench.capacity import measure_capacity
 from xds_lab.bench.point import load_spec, run_point
 from xds_lab.bench.policies import POLICIES, Policy
@@ -48,6 +50,12 @@ async def _warm_up(stack: BenchStack, scenario: Scenario, capacity: float) -> No
     await run_load(stack.url, build_requests(spec), timeout_s=scenario.request_timeout_s * ts)
 
 
+async def _picker_snapshot(stack: BenchStack) -> picker_stats.PickerSnapshot:
+    return picker_stats.snapshot(
+        metrics_text=await stack.control_plane.metrics(), envoy_stats=await stack.envoy.stats()
+    )
+
+
 async def _policy_points(
     stack: BenchStack, *, scenario: Scenario, policy: Policy, cap: float, rigor: Rigor
 ) -> list[dict[str, Any]]:
@@ -60,6 +68,8 @@ async def _policy_points(
         seeds = rigor.seeds if load == headline else 1
         for k in range(seeds):
             rate = cap * load / ts
+            picker = policy.via == "picker"
+            before = await _picker_snapshot(stack) if picker else None
             # Same seed per (load level, k): every policy sees the same arrivals.
             result = await run_point(
                 stack,
@@ -71,6 +81,8 @@ async def _policy_points(
                     duration_s=scenario.duration_s, rate_sim=cap * load, headline=load == headline
                 ),
             )
+            if before is not None:
+                result["picker"] = picker_stats.delta(before, await _picker_snapshot(stack))
             result.update(
                 {
                     "policy": policy.name,
@@ -118,11 +130,7 @@ async def run_scenario(
         _log.info("capacity", scenario=scenario.name, rps=round(cap, 2))
         for name in scenario.policies:
             policy = POLICIES[name]
-            if policy.via == "picker":
-                skipped[name] = "needs the endpoint picker running (issue 16); not in the lab yet"
-                _log.warning("policy skipped", policy=name, why=skipped[name])
-                continue
-            if policy.via == "envoy":
+            if policy.through_envoy:
                 await use_policy(stack, scenario=scenario, policy=policy)
             else:
                 await stack.stop_envoys()  # the ideal reference routes without Envoy
@@ -156,16 +164,20 @@ def run_scenario_file(
     rigor: Rigor | None = None,
     plots: bool = True,
     workdir: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the scenario in ``path``; write ``<name>.json``, ``<name>.md`` and plots to
     ``out_dir``; return the result. ``rigor`` defaults to ``QUICK`` with ``quick`` (which also
-    halves the durations), else ``FULL``."""
+    halves the durations), else ``FULL``. ``overrides`` replace scenario fields (policies,
+    loads, capacity_rps: a partial run from the command line), validated as the file is."""
     rigor = rigor or (QUICK if quick else FULL)
     from xds_lab.bench.report import write_report
 
     scenario = load_scenario(path)
     if quick:
         scenario = quick_variant(scenario)
+    if overrides:
+        scenario = Scenario.model_validate({**scenario.model_dump(), **overrides})
     with tempfile.TemporaryDirectory(prefix=f"bench-{scenario.name}-") as tmp:
         result = asyncio.run(
             run_scenario(scenario, workdir=workdir or Path(tmp), source=str(path), rigor=rigor)

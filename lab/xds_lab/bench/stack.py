@@ -46,6 +46,7 @@ def write_policy_config(
             policy=policy,
             batch_slots={stack.backends.addresses[s]: profiles[s].max_num_seqs for s in servers},
             listener_port=stack.listener_port,
+            picker_address=stack.control_plane.picker_address,
         )
     )
 

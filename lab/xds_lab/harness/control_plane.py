@@ -33,6 +33,9 @@ class ControlPlaneProcess:
         self.xds_address = xds_address or f"127.0.0.1:{self.xds_port}"
         """Where it serves xDS: loopback ``xds_port`` unless given (``unix:///path``)."""
         self.admin_port = free_port()
+        self.picker_port = free_port()
+        """A port for a config's ``pools[].picker.address`` (``picker_address``): free, and kept
+        across restarts like the others, so Envoy's picker cluster stays right."""
         self.workdir = workdir
         self._log_level = log_level
         self._restarts = 0
@@ -67,6 +70,11 @@ class ControlPlaneProcess:
             ],
             log_path=self.workdir / f"xds-control-{self._restarts}.log",
         )
+
+    @property
+    def picker_address(self) -> str:
+        """``127.0.0.1:<picker_port>``: where ``serve`` runs the picker of a pool that names it."""
+        return f"127.0.0.1:{self.picker_port}"
 
     @property
     def admin_url(self) -> str:

@@ -1,0 +1,64 @@
+"""The benchmark's ``picker`` policy: the pool config it writes, and how a point's picker
+statistics are read from the histogram's buckets."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from xds_control.config.load import parse_config
+from xds_lab.bench.picker_stats import delta, histogram_quantile, snapshot
+from xds_lab.bench.policies import POLICIES, control_plane_config
+
+
+def test_the_picker_policy_writes_a_valid_pool_with_the_picker_and_weighted_maglev() -> None:
+    data = control_plane_config(
+        policy=POLICIES["picker"],
+        batch_slots={"127.0.0.1:9001": 256, "127.0.0.1:9002": 64},
+        listener_port=10000,
+        picker_address="127.0.0.1:9100",
+    )
+    pool = parse_config(text=yaml.safe_dump(data)).pools[0]
+    assert pool.picker is not None
+    assert str(pool.picker.address) == "127.0.0.1:9100"
+    assert data["pools"][0]["lb"] == {"policy": "maglev"}
+    assert data["signals"] == {"scrape": {"enabled": True}}  # the fallback's engine weights
+    with pytest.raises(ValueError, match="picker_address"):
+        control_plane_config(policy=POLICIES["picker"], batch_slots={}, listener_port=1)
+    assert POLICIES["picker"].ours
+    assert POLICIES["picker"].through_envoy
+    assert not POLICIES["ideal"].through_envoy
+
+
+def test_histogram_quantiles_interpolate_within_buckets_and_floor_the_overflow() -> None:
+    buckets = {0.001: 50.0, 0.002: 99.0, 0.01: 99.0, math.inf: 100.0}
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.001)
+    assert histogram_quantile(0.25, buckets) == pytest.approx(0.0005)
+    assert histogram_quantile(0.995, buckets) == 0.01  # past the last bound: at least it
+    assert math.isnan(histogram_quantile(0.5, {math.inf: 0.0}))
+
+
+_METRICS = """\
+# TYPE xds_control_picker_pick_seconds histogram
+xds_control_picker_pick_seconds_bucket{{le="0.0001"}} {a}
+xds_control_picker_pick_seconds_bucket{{le="0.001"}} {b}
+xds_control_picker_pick_seconds_bucket{{le="+Inf"}} {b}
+xds_control_picker_pick_seconds_count {b}
+xds_control_picker_pick_seconds_sum 0.01
+# TYPE xds_control_picker_picks_total counter
+xds_control_picker_picks_total{{pool="chat",outcome="held"}} {a}
+"""
+
+
+def test_a_points_picker_statistics_are_the_difference_of_two_snapshots() -> None:
+    key = "http.gateway.ext_proc.picker.streams_started"
+    before = snapshot(metrics_text=_METRICS.format(a=10, b=10), envoy_stats={key: 10})
+    after = snapshot(metrics_text=_METRICS.format(a=10, b=30), envoy_stats={key: 30})
+    got = delta(before, after)
+    assert got["observations"] == 20
+    assert got["picks"] == {"held": 0}
+    assert got["envoy"]["streams_started"] == 20
+    assert 0.0001 < got["pick_p50_s"] < 0.001
+    assert not got["pick_p99_at_least"]
