@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -20,7 +21,7 @@ from xds_lab.bench.rigor import QUICK
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
-SCENARIO = {
+SCENARIO: dict[str, Any] = {
     "name": "smoke",
     "seed": 3,
     # Simulated time runs twice as fast: the point is short, the servers still queue.
