@@ -38,8 +38,18 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Two lanes side by side (most end-to-end tests wait on processes): the tests that judge times
+# or rates under load (markers serial, fault), one at a time as ever, and everything else. Each
+# lane takes its own ports (XDS_LAB_PORT_LANE); the serial lane's output follows the other's.
+SERIAL := serial or fault
 test: setup lint
-	$(BIN)/pytest -q
+	@log=$$(mktemp); \
+	XDS_LAB_PORT_LANE=0/2 $(BIN)/pytest -q -p no:cacheprovider -m "$(SERIAL)" >$$log 2>&1 & \
+	lane=$$!; \
+	XDS_LAB_PORT_LANE=1/2 $(BIN)/pytest -q -m "not ($(SERIAL))"; rest=$$?; \
+	wait $$lane; serial=$$?; \
+	echo "--- serial lane (-m \"$(SERIAL)\") ---"; cat $$log; rm -f $$log; \
+	test $$rest = 0 && test $$serial = 0
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not e2e"

@@ -19,23 +19,16 @@ _E2E = Path(__file__).resolve().parent / "e2e"
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test under ``tests/e2e`` with ``e2e``, so ``-m "not e2e"`` (``make test-fast``)
     skips real processes. A ``pytestmark`` in a conftest marks nothing, and a marker per module
-    is one a new file can forget. ``tryfirst``: the marks must be on before ``-m`` deselects,
-    and before pytest-xdist reads ``xdist_group``.
+    is one a new file can forget. ``tryfirst``: the marks must be on before ``-m`` deselects.
 
-    Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) every ``serial`` and every
-    ``fault`` test goes to one worker, one after the other: each judges times or rates measured
-    under steady load (a weight that must not flap, a server marked within 5 s), which two such
-    tests at once on two cores would skew. xdist hands out its largest group first, so that
-    worker starts on them at once while the other runs everything else."""
-    grouped = config.pluginmanager.hasplugin("xdist")
+    ``make test`` runs two lanes side by side: ``-m "serial or fault"`` (tests that judge times
+    or rates under steady load, one at a time as before) and everything else."""
     for item in items:
         if item.path.is_relative_to(_E2E):
             item.add_marker(pytest.mark.e2e)
-        if grouped and any(item.get_closest_marker(m) for m in ("serial", "fault")):
-            item.add_marker(pytest.mark.xdist_group("serial"))
 
 
 @pytest.fixture(autouse=True)

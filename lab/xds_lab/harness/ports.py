@@ -24,14 +24,18 @@ def _ephemeral_floor() -> int:
 
 
 def _lane() -> tuple[int, int]:
-    """``(index, count)`` of this process among the parallel test workers (pytest-xdist sets
-    ``PYTEST_XDIST_WORKER=gw<index>`` and ``PYTEST_XDIST_WORKER_COUNT``), else ``(0, 1)``.
-    Each worker draws only ports ``p`` with ``p % count == index``: two workers never hand out
-    the same port, even when one has not bound its port yet when the other checks it."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    """``(index, count)`` of this process among test runs started side by side, else ``(0, 1)``:
+    ``XDS_LAB_PORT_LANE=<index>/<count>`` (``make test``'s two lanes), or pytest-xdist's
+    ``PYTEST_XDIST_WORKER=gw<index>`` and ``PYTEST_XDIST_WORKER_COUNT``. Each lane draws only
+    ports ``p`` with ``p % count == index``: two lanes never hand out the same port, even when
+    one has not bound its port yet when the other checks it."""
+    lane = os.environ.get("XDS_LAB_PORT_LANE", "")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
+    index_s, _, count_s = lane.partition("/")
+    if not lane:
+        index_s, count_s = worker, os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     try:
-        index = int(worker.removeprefix("gw"))
-        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", ""))
+        index, count = int(index_s), int(count_s)
     except ValueError:
         return 0, 1
     return (index, count) if 0 <= index < count else (0, 1)
