@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import json
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,10 @@ def _phase(results: Sequence[Result], plan: Sequence[RequestSpec]) -> dict[str, 
     return {
         "requests": len(results),
         "failed": sum(not r.ok for r in results),
+        "failures": dict(
+            Counter(f"{r.status} {r.error[:80]}".strip() for r in results if not r.ok)
+        ),
+        "failed_by_server": dict(Counter(r.server or "?" for r in results if not r.ok)),
         "groups": len(servers),
         "groups_on_several_servers": sum(len(s) > 1 for s in servers.values()),
     }
