@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from decisions import steady_decision
 from xds_control.config import Config, parse_config
 from xds_control.control.engine_state import (
     EngineState,
@@ -17,8 +18,7 @@ from xds_control.control.engine_state import (
 )
 from xds_control.control.warm_start import WarmStart
 from xds_control.control.weigher import Weigher
-from xds_control.discovery import Health
-from xds_control.engine import Factors, WeightDecision
+from xds_control.engine import WeightDecision
 from xds_control.engine.pools import PoolWeight
 from xds_control.signals import Sample, Target
 
@@ -46,25 +46,16 @@ restart: {{state_file: {state_file}}}
 
 
 def _decision(address: str, weight: int) -> WeightDecision:
-    return WeightDecision(
+    return steady_decision(
         address=address,
         weight=weight,
-        health=Health.HEALTHY,
-        factors=Factors(),
-        score=1.0,
         target=float(weight),
         smoothed=float(weight),
-        warmup=1.0,
-        reason="fresh signals",
-        health_reason="",
-        computed_at=1000.0,
-        sample=None,
-        first_seen_at=None,
-        last_fresh_at=999.0,
         held=float(weight),
-        started_at=None,
-        warmup_from=None,
         candidate=weight,
+        reason="fresh signals",
+        computed_at=1000.0,
+        last_fresh_at=999.0,
         candidate_since=990.0,
         capacity_estimate=400.0,
     )

@@ -3,9 +3,9 @@ in the same unit: a per-token step (vLLM, SGLang) is not a per-request compute t
 
 from __future__ import annotations
 
+from decisions import steady_decision
 from xds_control.config import Engine, parse_config
-from xds_control.discovery import Health
-from xds_control.engine import Factors, WeightDecision
+from xds_control.engine import WeightDecision
 from xds_control.engine.pools import compute_route_weights, measures_comparable
 
 CONFIG = """
@@ -25,28 +25,7 @@ listeners:
 
 
 def _decision(capacity: float) -> WeightDecision:
-    return WeightDecision(
-        address="127.0.0.1:1",
-        weight=50,
-        health=Health.HEALTHY,
-        factors=Factors(),
-        score=1.0,
-        target=50.0,
-        smoothed=50.0,
-        warmup=1.0,
-        reason="",
-        health_reason="",
-        computed_at=0.0,
-        sample=None,
-        first_seen_at=None,
-        last_fresh_at=None,
-        held=50.0,
-        started_at=None,
-        warmup_from=None,
-        candidate=50,
-        candidate_since=0.0,
-        capacity_estimate=capacity,
-    )
+    return steady_decision(capacity_estimate=capacity)
 
 
 def test_only_routes_over_comparable_measures_get_engine_weights() -> None:

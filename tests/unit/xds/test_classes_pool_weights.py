@@ -3,9 +3,10 @@ smoothing, quantising and hysteresis as endpoint weights."""
 
 from __future__ import annotations
 
+from decisions import steady_decision
 from xds_control.config import Config, parse_config
 from xds_control.discovery import Health
-from xds_control.engine import Factors, WeightDecision
+from xds_control.engine import WeightDecision
 from xds_control.engine.pools import compute_route_weights, pool_capacity
 
 CONFIG = """
@@ -26,28 +27,7 @@ listeners:
 def _decision(
     capacity: float | None, *, health: Health = Health.HEALTHY, warmup: float = 1.0
 ) -> WeightDecision:
-    return WeightDecision(
-        address="127.0.0.1:1",
-        weight=50,
-        health=health,
-        factors=Factors(),
-        score=1.0,
-        target=50.0,
-        smoothed=50.0,
-        warmup=warmup,
-        reason="",
-        health_reason="",
-        computed_at=0.0,
-        sample=None,
-        first_seen_at=None,
-        last_fresh_at=None,
-        held=50.0,
-        started_at=None,
-        warmup_from=None,
-        candidate=50,
-        candidate_since=0.0,
-        capacity_estimate=capacity,
-    )
+    return steady_decision(capacity_estimate=capacity, health=health, warmup=warmup)
 
 
 def _config() -> Config:
