@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+
+from cli_runs import validate
 
 CONFIG = """\
 pools:
@@ -24,16 +24,6 @@ endpoints:
   - {address: 10.0.0.3:8000, device: {gpu_uuid: GPU-cccc, mig_instance: "1"}}
   - {address: 10.0.0.4:8000, device: {gpu_uuid: GPU-cccc, mig_instance: "2"}}
 """
-
-
-def validate(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "xds_control", "validate", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_inline_endpoints_on_two_gpus_are_named(tmp_path: Path) -> None:

@@ -3,11 +3,11 @@ needed where a config is validated) and refuses bad values naming the field."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from cli_runs import validate
 
 CONFIG = """\
 pools:
@@ -20,16 +20,6 @@ listeners:
     address: 127.0.0.1:10000
     routes: [{name: all, pool: chat}, {name: b, pool: batch}]
 """
-
-
-def validate(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "xds_control", "validate", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_validate_accepts_kubernetes_and_dns_pools(tmp_path: Path) -> None:
