@@ -11,13 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import aiohttp
 
-__all__ = ["ArmSamples", "alternate_arms", "chat_body", "open_loop", "write_report"]
+__all__ = ["ArmSamples", "alternate_arms", "chat_body", "open_loop"]
 
 
 def chat_body(kib: int) -> bytes:
@@ -96,11 +94,3 @@ async def alternate_arms(
             samples[arm].latencies_s += got.latencies_s
             samples[arm].failed += got.failed
     return samples
-
-
-def write_report(*, out: Path, name: str, lines: Sequence[str], summary: dict[str, object]) -> None:
-    """Print the report and write ``name.md`` and ``name.json`` under ``out``."""
-    print("\n".join(lines))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
-    (out / f"{name}.json").write_text(json.dumps(summary, indent=1))

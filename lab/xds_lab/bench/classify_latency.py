@@ -28,9 +28,9 @@ import aiohttp
 from xds_control.config import Listener
 from xds_control.log import configure_logging
 from xds_control.xds.lua import classifier_source
-from xds_lab.bench.arms import ArmSamples, alternate_arms, chat_body, write_report
+from xds_lab.bench.arms import ArmSamples, alternate_arms, chat_body
 from xds_lab.bench.fast_backend import FastBackend
-from xds_lab.bench.tables import machine_info, markdown_table, write_cdf
+from xds_lab.bench.tables import machine_info, markdown_table, write_cdf, write_report
 from xds_lab.harness.envoy import find_envoy
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.stack import Stack

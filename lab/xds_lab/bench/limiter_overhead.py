@@ -23,9 +23,9 @@ from typing import Any
 import aiohttp
 
 from xds_control.log import configure_logging
-from xds_lab.bench.arms import ArmSamples, alternate_arms, chat_body, write_report
+from xds_lab.bench.arms import ArmSamples, alternate_arms, chat_body
 from xds_lab.bench.fast_backend import FastBackend
-from xds_lab.bench.tables import machine_info, markdown_table
+from xds_lab.bench.tables import machine_info, markdown_table, write_report
 from xds_lab.harness.envoy import find_envoy
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.stack import Stack

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 from collections import Counter
@@ -34,7 +33,7 @@ from xds_lab.bench.point import load_spec, run_point
 from xds_lab.bench.policies import POLICIES, Policy, control_plane_config
 from xds_lab.bench.scenario import Scenario, load_scenario
 from xds_lab.bench.stack import BenchStack, bench_stack
-from xds_lab.bench.tables import machine_info, markdown_table
+from xds_lab.bench.tables import machine_info, markdown_table, write_report
 from xds_lab.harness.envoy import find_envoy
 from xds_lab.loadgen import build_requests, run_load
 from xds_lab.sim.profiles import get_profile
@@ -185,11 +184,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         *(f"- {key}: {value}" for key, value in machine.items()),
     ]
-    print("\n".join(lines))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "mixed_pools.md").write_text("\n".join(lines) + "\n")
-    (args.out / "mixed_pools.json").write_text(
-        json.dumps({"machine": machine, "points": points}, indent=1, default=str)
+    write_report(
+        out=args.out,
+        name="mixed_pools",
+        lines=lines,
+        summary={"machine": machine, "points": points},
     )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from xds_control.log import configure_logging
-from xds_lab.bench.tables import machine_info, markdown_table
+from xds_lab.bench.tables import machine_info, markdown_table, write_report
 from xds_lab.harness.envoy import find_envoy
 from xds_lab.harness.fleet import local_fleet
 from xds_lab.harness.ports import free_port
@@ -303,11 +303,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         *(f"- {key}: {value}" for key, value in machine.items()),
     ]
-    print("\n".join(lines))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "overload.md").write_text("\n".join(lines) + "\n")
     report = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine}
-    (args.out / "overload.json").write_text(json.dumps({**report, "arms": arms}, indent=1))
+    write_report(out=args.out, name="overload", lines=lines, summary={**report, "arms": arms})
 
 
 if __name__ == "__main__":

@@ -1,14 +1,16 @@
-"""What every benchmark prints: a Markdown table, a latency CDF, and the machine it ran on."""
+"""What every benchmark prints: a Markdown table, a latency CDF, the machine it ran on, and the
+report files it leaves under ``--out``."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["machine_info", "markdown_table", "write_cdf"]
+__all__ = ["machine_info", "markdown_table", "write_cdf", "write_report"]
 
 
 def _numeric(cell: object) -> bool:
@@ -101,3 +103,12 @@ def write_cdf(
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
+
+
+def write_report(*, out: Path, name: str, lines: Sequence[str], summary: object) -> None:
+    """Print the report and write ``name.md`` and ``name.json`` under ``out`` (values JSON
+    cannot hold, such as paths, as their text)."""
+    print("\n".join(lines))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(summary, indent=1, default=str))
