@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ from xds_control.control.limiter import Limiter
 from xds_control.errors import ConfigError, ServeError
 from xds_control.picker import Fleet, Picker, PickerServer, picker_addresses
 from xds_control.server import StreamRegistry, XdsServer
-from xds_control.server.collector import collect_less_often
+from xds_control.server.collector import settle_for_serving
 from xds_control.tasks import guarded_task
 
 __all__ = ["EXIT_CRASHED", "command", "serve"]
@@ -114,12 +113,7 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         if await _first_of(loop.published, stop) is loop.published:
             await xds.mark_serving()
             log.info("serving", version=loop.state.version)
-            # What start-up made (modules, schemas, the first snapshot) lives as long as the
-            # process: out of the collector's full passes, which took 15-60 ms with it, in the
-            # middle of an edit's way to Envoy (docs/benchmarks.md, file_edit).
-            gc.collect()
-            gc.freeze()
-            collect_less_often()  # a push to many streams: server/collector.py
+            settle_for_serving()  # the collector out of pushes and edits: server/collector.py
             await stop.wait()
     finally:
         log.info("stopping", reason=crashed[0] if crashed else "signal")

@@ -31,7 +31,7 @@ from xds_control.control import reconcile_groups
 from xds_control.discovery import to_endpoints
 from xds_control.log import configure_logging
 from xds_control.server import StreamRegistry, XdsServer
-from xds_control.server.collector import collect_less_often
+from xds_control.server.collector import settle_for_serving
 from xds_control.xds import type_urls as urls
 from xds_control.xds.routes import route_config_name
 from xds_lab.bench.fleet_change import Fleet, fleet_config, wait_for_acks
@@ -97,9 +97,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
     await server.start()
     await server.mark_serving()
     if not args.gc_default:  # as ``xds-control serve`` does once it serves
-        gc.collect()
-        gc.freeze()
-        collect_less_often()
+        settle_for_serving()
     routes = [route_config_name(listener) for listener in config.listeners]
     clients = _clients(args, port=server.port, routes=routes, workdir=workdir)
     envoys = [
