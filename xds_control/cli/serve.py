@@ -64,7 +64,7 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         weigher=weigher,
         on_signals_change=on_signals_change,
         limiter=limiter,
-        envoys=lambda: envoys_by_group(registry),
+        envoys=registry.envoys_by_group,
     )
     stop = asyncio.Event()
     crashed: list[str] = []
@@ -126,16 +126,6 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         await admin.stop()
         await client.close()
     return EXIT_CRASHED if crashed else 0
-
-
-def envoys_by_group(registry: StreamRegistry) -> dict[str, int]:
-    """Node group -> distinct Envoys (node ids) with a stream open in it: the Envoys that
-    share the group's fleet-wide budgets."""
-    nodes: dict[str, set[str]] = {}
-    for stream in registry.streams():
-        if stream.node is not None and stream.group:
-            nodes.setdefault(stream.group, set()).add(stream.node.id)
-    return {group: len(ids) for group, ids in nodes.items()}
 
 
 async def _first_of(*events: asyncio.Event) -> asyncio.Event:

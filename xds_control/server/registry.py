@@ -106,6 +106,15 @@ class StreamRegistry:
         """The open streams, oldest first."""
         return list(self._streams.values())
 
+    def envoys_by_group(self) -> dict[str, int]:
+        """Node group -> distinct Envoys (node ids) with a stream open in it: the Envoys that
+        share the group's fleet-wide budgets (an Envoy may hold several streams)."""
+        nodes: dict[str, set[str]] = {}
+        for stream in self._streams.values():
+            if stream.node is not None and stream.group:
+                nodes.setdefault(stream.group, set()).add(stream.node.id)
+        return {group: len(ids) for group, ids in nodes.items()}
+
     def origin(self, stream_id: int) -> Origin:
         """Where and when an open stream came from."""
         return self._origins.get(stream_id, Origin(peer="", connected_at=0.0))
