@@ -24,13 +24,21 @@ def _duplicates(names: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _single_device(pool: Pool, *, path: str) -> list[tuple[str, str]]:
-    """A single-device pool's inline endpoints on one GPU, and a source that can say which."""
+    """A single-device pool's inline endpoints on one GPU, and a source that can say which:
+    a Kubernetes pool's pods are checked at run time (their annotations name the GPU), DNS
+    addresses carry no identity at all."""
     if not pool.single_device:
         return []
-    if pool.kubernetes is not None or pool.dns is not None:
-        source = "kubernetes" if pool.kubernetes is not None else "dns"
-        why = "needs endpoints or endpoints_file: only they carry each endpoint's device"
-        return [(f"{path}.{source}", f"single_device {why}")]
+    if pool.dns is not None:
+        why = "cannot use dns: an address says nothing of its GPU"
+        return [
+            (f"{path}.dns", f"single_device {why}; use kubernetes, endpoints or endpoints_file")
+        ]
+    if pool.kubernetes is not None:
+        if pool.kubernetes.pod_metadata:
+            return []
+        why = "needs kubernetes.pod_metadata: the pods' annotations name each endpoint's GPU"
+        return [(f"{path}.kubernetes.pod_metadata", f"single_device {why}")]
     devices = ((e.address, e.device) for e in pool.endpoints)
     problem = single_device_problem(pool=pool.name, endpoints=devices)
     return [(f"{path}.endpoints", problem)] if pool.endpoints and problem is not None else []

@@ -67,6 +67,15 @@ class KubernetesDiscovery(StrictModel):
         le=100,
         description="Static weight of every endpoint, as `endpoints[].weight`.",
     )
+    pod_metadata: bool = Field(
+        default=True,
+        description="Read the pod behind each endpoint (one GET per new pod, needs RBAC get on "
+        "pods): its labels `xds-control.io/engine`, `gpu-class`, `model`, `batch-slots` "
+        "override the Service's, and its annotations `xds-control.io/gpu-uuid`, "
+        "`mig-instance`, `mig-profile` give its GPU (what `single_device` checks). A 403 is "
+        "logged and the Service's labels are used. Off: the Service's labels only, no pod "
+        "reads.",
+    )
     kubeconfig: Path | None = Field(
         default=None,
         description="Kubeconfig file. Unset: in a pod the service account (token and CA under "

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from xds_control.config import Pool
 from xds_control.discovery import EndpointSource
+from xds_control.discovery.devices import SingleDeviceSource
 from xds_control.discovery.dns import DnsSource
 from xds_control.discovery.kubernetes import KubernetesSource
 from xds_control.tasks import guarded_task
@@ -23,13 +24,21 @@ def discovered_source(pool: Pool, *, wake: Callable[[], None]) -> EndpointSource
     """The pool's Kubernetes or DNS source, or ``None`` when its endpoints are in the config
     or a file. ``wake`` starts a reconcile when a watched source changes."""
     if pool.kubernetes is not None:
-        return KubernetesSource(pool.kubernetes, pool=pool.name, wake=wake)
+        source = KubernetesSource(pool.kubernetes, pool=pool.name, wake=wake)
+        return SingleDeviceSource(source, pool=pool.name) if pool.single_device else source
     if pool.dns is not None:
         return DnsSource(pool.dns)
     return None
 
 
+def _unwrapped(source: EndpointSource) -> EndpointSource:
+    return source.source if isinstance(source, SingleDeviceSource) else source
+
+
 def _same(old: EndpointSource, new: EndpointSource) -> bool:
+    if type(old) is not type(new):  # single_device turned on or off
+        return False
+    old, new = _unwrapped(old), _unwrapped(new)
     if isinstance(old, KubernetesSource) and isinstance(new, KubernetesSource):
         return old.settings == new.settings
     if isinstance(old, DnsSource) and isinstance(new, DnsSource):
@@ -47,12 +56,13 @@ def carry_over(
         name: old[name] for name, source in new.items() if name in old and _same(old[name], source)
     }
     dropped = [s for name, s in old.items() if kept.get(name) is not s]
-    if any(isinstance(s, KubernetesSource) for s in dropped):
+    if any(isinstance(_unwrapped(s), KubernetesSource) for s in dropped):
         guarded_task(close_sources(dropped), name="close-endpoint-sources")
     return {name: kept.get(name, source) for name, source in new.items()}
 
 
 async def close_sources(sources: Iterable[EndpointSource]) -> None:
     """End the watches of the sources that have one."""
-    closing = [s.close() for s in sources if isinstance(s, KubernetesSource)]
+    watching = (_unwrapped(s) for s in sources)
+    closing = [s.close() for s in watching if isinstance(s, KubernetesSource)]
     await asyncio.gather(*closing, return_exceptions=True)

@@ -14,11 +14,18 @@ class SingleDeviceSource:
     """Another source's endpoints, checked to share one GPU; wraps any ``EndpointSource``.
 
     A set that does not is an error like an invalid file: the control loop keeps the last good
-    set and logs the message, which names the endpoints on each GPU."""
+    set, logs the message, which names the endpoints on each GPU, and shows it in
+    ``/v1/status`` ``discovery_errors``. A Kubernetes source's next event is checked anew, so
+    removing the stray pod lets updates flow again."""
 
     def __init__(self, source: EndpointSource, *, pool: str) -> None:
         self._source = source
         self._pool = pool
+
+    @property
+    def source(self) -> EndpointSource:
+        """The wrapped source (a watching one is kept across reloads and closed by its owner)."""
+        return self._source
 
     async def fetch(self) -> tuple[Endpoint, ...]:
         """The wrapped source's endpoints; ``DiscoveryError`` when they span several GPUs or

@@ -6,13 +6,17 @@ one). A watch the server ends after ``watch_timeout_s`` is renewed from the last
 expired version (410 Gone) or a broken stream lists again, and the new list replaces the known
 slices wholesale, so an event missed during the break is in the new state all the same.
 Each change wakes the control loop, so an EndpointSlice event reaches Envoy in one push.
+
+With ``pod_metadata`` on, the pods behind a slice's endpoints are read (``kubernetes_pod_reader``:
+a GET per pod not seen before) before the slice is published, so an endpoint arrives with its
+pod's labels and GPU in the same push, and a single-device pool never sees it without them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -20,7 +24,8 @@ import structlog
 from xds_control.config.discovery import KubernetesDiscovery
 from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.kubernetes_client import KubeApi, connect
-from xds_control.discovery.kubernetes_slices import merge_slices, slice_endpoints
+from xds_control.discovery.kubernetes_pod_reader import PodReader
+from xds_control.discovery.kubernetes_slices import merge_slices, slice_endpoints, slice_pods
 from xds_control.discovery.kubernetes_watch import Gone, WatchEvent, list_slices, watch_slices
 from xds_control.errors import DiscoveryError
 from xds_control.tasks import guarded_task
@@ -42,7 +47,9 @@ class KubernetesSource:
         self._settings = settings
         self._wake = wake
         self._log = log.bind(pool=pool, service=f"{settings.namespace}/{settings.service}")
+        self._items: dict[str, dict[str, Any]] = {}
         self._slices: dict[str, tuple[Endpoint, ...]] = {}
+        self._pods = PodReader(log=self._log)
         self._endpoints: tuple[Endpoint, ...] = ()
         self._listed = asyncio.Event()
         self._waited = False
@@ -111,6 +118,8 @@ class KubernetesSource:
             self._api, namespace=settings.namespace, service=settings.service
         )
         before = {e.address for e in self._endpoints}
+        self._items = listing.slices
+        await self._read_pods(listing.slices.values())
         self._slices = {name: self._parse(item) for name, item in listing.slices.items()}
         self._error = None
         self._listed.set()
@@ -136,25 +145,37 @@ class KubernetesSource:
             timeout_s=settings.watch_timeout_s,
         )
         async for event in events:
-            self._apply(event)
+            await self._apply(event)
             version = event.resource_version or version
         return version
 
-    def _apply(self, event: WatchEvent) -> None:
+    async def _apply(self, event: WatchEvent) -> None:
         name = str((event.object.get("metadata") or {}).get("name", ""))
         if event.type in ("ADDED", "MODIFIED"):
+            self._items[name] = event.object
+            await self._read_pods([event.object])
             self._slices[name] = self._parse(event.object)
         elif event.type == "DELETED":
+            self._items.pop(name, None)
             self._slices.pop(name, None)
         else:
             return  # BOOKMARK: only the version moves
         self._log.debug("EndpointSlice event", type=event.type, slice=name)
         self._publish()
 
+    async def _read_pods(self, items: Iterable[dict[str, Any]]) -> None:
+        """Read the pods of ``items`` not read yet, and forget those no slice holds any more."""
+        if not self._settings.pod_metadata:
+            return
+        await self._pods.read(self._api, (ref for item in items for ref in slice_pods(item)))
+        self._pods.keep(ref for item in self._items.values() for ref in slice_pods(item))
+
     def _parse(self, item: dict[str, Any]) -> tuple[Endpoint, ...]:
         settings = self._settings
         try:
-            return slice_endpoints(item, port=settings.port, weight=settings.weight)
+            return slice_endpoints(
+                item, port=settings.port, weight=settings.weight, pods=self._pods.facts
+            )
         except ValueError as exc:  # one unusable slice must not hide the others
             name = (item.get("metadata") or {}).get("name")
             self._log.error("EndpointSlice skipped", slice=name, error=str(exc))

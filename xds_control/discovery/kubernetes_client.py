@@ -15,7 +15,7 @@ from typing import Any
 from xds_control.config.discovery import KubernetesDiscovery
 from xds_control.errors import DiscoveryError
 
-__all__ = ["KubeApi", "connect"]
+__all__ = ["KubeApi", "connect", "pods_api"]
 
 _SERVICE_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 KubeApi = Any
@@ -52,3 +52,10 @@ async def connect(settings: KubernetesDiscovery) -> KubeApi:
     except (config.ConfigException, OSError, ValueError, KeyError) as exc:
         raise DiscoveryError(f"kubernetes: cannot load the client config ({where}): {exc}") from exc
     return client.DiscoveryV1Api(client.ApiClient(configuration=configuration))
+
+
+def pods_api(api: KubeApi) -> KubeApi:
+    """A ``CoreV1Api`` on ``api``'s connection, for reading pods."""
+    from kubernetes_asyncio import client
+
+    return client.CoreV1Api(api.api_client)

@@ -1,10 +1,10 @@
 """EndpointSlices (``discovery.k8s.io/v1``, as the API server sends them in JSON) -> endpoints.
 Pure.
 
-Per-server facts come from the slice's own labels, not from Pods: the EndpointSlice controller
-copies a Service's labels onto each of its slices, so labelling the Service once describes every
-server behind it, and the control plane needs no permission on Pods and no second watch. A
-Service whose servers differ (GPU class, batch slots) is two pools, as Envoy clusters are.
+Per-server facts come first from the slice's own labels: the EndpointSlice controller copies a
+Service's labels onto each of its slices, so labelling the Service once describes every server
+behind it. What each endpoint's pod says (``kubernetes_pods``: its own labels, and the only
+word on its GPU) is put over that, when the pods were read.
 """
 
 from __future__ import annotations
@@ -15,24 +15,24 @@ from typing import Any
 
 from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.health import Health
+from xds_control.discovery.kubernetes_pods import (
+    PodFacts,
+    PodRef,
+    apply_pod,
+    label_facts,
+    pod_ref,
+)
 
 __all__ = [
-    "LABEL_BATCH_SLOTS",
-    "LABEL_ENGINE",
-    "LABEL_GPU_CLASS",
-    "LABEL_MODEL",
     "SERVICE_NAME_LABEL",
     "SliceError",
     "condition_health",
     "merge_slices",
     "slice_endpoints",
+    "slice_pods",
 ]
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
-LABEL_ENGINE = "xds-control.io/engine"
-LABEL_GPU_CLASS = "xds-control.io/gpu-class"
-LABEL_MODEL = "xds-control.io/model"
-LABEL_BATCH_SLOTS = "xds-control.io/batch-slots"
 
 
 class SliceError(ValueError):
@@ -64,40 +64,51 @@ def _port(ports: Iterable[Mapping[str, Any]], *, want: int | str | None) -> int:
     raise SliceError(f"has no port {want!r}")
 
 
-def _batch_slots(labels: Mapping[str, str]) -> int | None:
-    text = labels.get(LABEL_BATCH_SLOTS, "")
-    return int(text) if text.isdigit() and int(text) > 0 else None
+def _namespace(item: Mapping[str, Any]) -> str:
+    return str((item.get("metadata") or {}).get("namespace") or "")
+
+
+def slice_pods(item: Mapping[str, Any]) -> tuple[PodRef, ...]:
+    """The pods behind a slice's endpoints (those whose targetRef is a Pod)."""
+    refs = (pod_ref(entry, namespace=_namespace(item)) for entry in item.get("endpoints") or ())
+    return tuple(ref for ref in refs if ref is not None)
 
 
 def slice_endpoints(
-    item: Mapping[str, Any], *, port: int | str | None, weight: int
+    item: Mapping[str, Any],
+    *,
+    port: int | str | None,
+    weight: int,
+    pods: Mapping[str, PodFacts] | None = None,
 ) -> tuple[Endpoint, ...]:
     """The endpoints of one EndpointSlice; ``SliceError`` for a slice this pool cannot use.
     FQDN slices are skipped (EDS takes IPs); of an endpoint's addresses the first is used, as
-    the API documents that they are fungible."""
+    the API documents that they are fungible. ``pods`` (by ``PodRef.key``) holds what the
+    pods read say; an endpoint whose pod is not in it keeps the slice's labels alone."""
     if item.get("addressType") not in ("IPv4", "IPv6"):
         return ()
     number = _port(item.get("ports") or (), want=port)
-    labels: Mapping[str, str] = (item.get("metadata") or {}).get("labels") or {}
+    labels = label_facts((item.get("metadata") or {}).get("labels") or {})
+    pods = pods or {}
     out = []
     for entry in item.get("endpoints") or ():
         addresses = entry.get("addresses") or ()
         if not addresses:
             continue
         ip = str(ipaddress.ip_address(addresses[0]))
-        out.append(
-            Endpoint(
-                address=f"[{ip}]:{number}" if ":" in ip else f"{ip}:{number}",
-                host=ip,
-                port=number,
-                weight=weight,
-                batch_slots=_batch_slots(labels),
-                health=condition_health(entry.get("conditions")),
-                engine=labels.get(LABEL_ENGINE),
-                gpu_class=labels.get(LABEL_GPU_CLASS),
-                model=labels.get(LABEL_MODEL),
-            )
+        endpoint = Endpoint(
+            address=f"[{ip}]:{number}" if ":" in ip else f"{ip}:{number}",
+            host=ip,
+            port=number,
+            weight=weight,
+            batch_slots=labels.batch_slots,
+            health=condition_health(entry.get("conditions")),
+            engine=labels.engine,
+            gpu_class=labels.gpu_class,
+            model=labels.model,
         )
+        ref = pod_ref(entry, namespace=_namespace(item))
+        out.append(apply_pod(endpoint, pods.get(ref.key) if ref is not None else None))
     return tuple(out)
 
 

@@ -97,4 +97,4 @@ def test_a_source_that_cannot_name_devices_is_refused_for_a_single_device_pool()
         parse_config(text=text)
     ((path, message),) = caught.value.problems
     assert path == "pools[0].dns"
-    assert "only they carry each endpoint's device" in message
+    assert "an address says nothing of its GPU" in message
