@@ -1,10 +1,16 @@
-"""A local stand-in for the Kubernetes API server's EndpointSlice list/watch, for tests.
+"""A local stand-in for the Kubernetes API server's EndpointSlice list/watch and Pod get, for
+tests.
 
 No API server can run here, so this one speaks the same protocol over real HTTP with payloads
-shaped exactly like the real API's (``discovery.k8s.io/v1``):
+shaped exactly like the real API's (``discovery.k8s.io/v1`` EndpointSlices, ``v1`` Pods and
+Status errors; the objects are built in ``fake_kube_objects``):
 
 - ``GET /apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=...`` answers an
-  ``EndpointSliceList`` with ``metadata.resourceVersion`` and ``items``;
+  ``EndpointSliceList`` with ``metadata.resourceVersion`` and ``items``; with ``limit=N`` at
+  most N items (by name, as the API orders by key) and, while more remain,
+  ``metadata.continue`` and ``metadata.remainingItemCount``; every page is cut from the snapshot
+  the first page was, and carries its resourceVersion; a continue token whose snapshot was
+  compacted away is ``410`` with reason ``Expired``;
 - with ``watch=true&resourceVersion=N`` a chunked stream of newline-delimited
   ``{"type": "ADDED|MODIFIED|DELETED|BOOKMARK|ERROR", "object": ...}`` events after N, a
   ``BOOKMARK`` (only ``metadata.resourceVersion``) when ``allowWatchBookmarks=true``, ended
@@ -12,84 +18,41 @@ shaped exactly like the real API's (``discovery.k8s.io/v1``):
 - a version older than the kept history is ``410 Gone``: an ``ERROR`` event whose object is a
   ``Status`` with ``code: 410`` (what a running watch gets), or an HTTP 410 with the same
   ``Status`` body (what a new watch may get);
+- ``GET /api/v1/namespaces/{ns}/pods/{name}`` answers the ``Pod`` put with ``put_pod``, or a
+  ``404 NotFound`` Status; with ``forbid_pods`` the ``403 Forbidden`` Status RBAC answers;
 - requests need the kubeconfig's bearer token (401 otherwise).
 
 Faults a test can cause: ``break_watches`` cuts every open watch mid-stream (no final chunk),
 ``outage`` answers 503 until lifted, ``expire`` forgets the history so a watch from an older
-version is 410.
+version is 410, ``between_pages`` applies a slice (and compacts) when a continue request comes,
+so that token is 410.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 from aiohttp import web
 
+from component.discovery.fake_kube_objects import (
+    SERVICE_LABEL,
+    endpoint,
+    endpoint_slice,
+    expired_continue,
+    forbidden_pod,
+    pod,
+    status,
+)
+
 TOKEN = "test-token"
-SERVICE_LABEL = "kubernetes.io/service-name"
-
-
-def endpoint(
-    ip: str, *, ready: bool = True, serving: bool | None = None, terminating: bool = False
-) -> dict[str, Any]:
-    """One ``endpoints[]`` entry of a slice, as the EndpointSlice controller writes it."""
-    return {
-        "addresses": [ip],
-        "conditions": {
-            "ready": ready,
-            "serving": ready if serving is None else serving,
-            "terminating": terminating,
-        },
-        "targetRef": {"kind": "Pod", "namespace": "llm", "name": f"vllm-{ip.replace('.', '-')}"},
-        "nodeName": "node-a",
-    }
-
-
-def endpoint_slice(
-    name: str,
-    *,
-    service: str,
-    endpoints: Iterable[dict[str, Any]],
-    port: int,
-    port_name: str = "http",
-    labels: Mapping[str, str] | None = None,
-    namespace: str = "llm",
-) -> dict[str, Any]:
-    """An ``EndpointSlice`` object (``resourceVersion`` is set by the server when stored)."""
-    return {
-        "kind": "EndpointSlice",
-        "apiVersion": "discovery.k8s.io/v1",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "generateName": f"{service}-",
-            "labels": {
-                SERVICE_LABEL: service,
-                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
-                **(labels or {}),
-            },
-        },
-        "addressType": "IPv4",
-        "endpoints": list(endpoints),
-        "ports": [{"name": port_name, "protocol": "TCP", "port": port}],
-    }
-
-
-def _status_410(version: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": f"too old resource version: {version}",
-        "reason": "Expired",
-        "code": 410,
-    }
+USER = "system:serviceaccount:llm:xds-control"
+__all__ = ["FakeKubeApi", "endpoint", "endpoint_slice", "pod"]
 
 
 class FakeKubeApi:
@@ -100,6 +63,16 @@ class FakeKubeApi:
         self.bookmark_s = bookmark_s
         self.version = 100
         self.slices: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.pod_reads: list[str] = []
+        """Name of every pod GET, in order."""
+        self.forbid_pods = False
+        """Answer pod GETs 403, as RBAC does without ``get`` on pods."""
+        self.list_pages: list[dict[str, str]] = []
+        """Query of every list request (each page), in order."""
+        self.between_pages: list[dict[str, Any]] = []
+        """Slices to ``apply_unseen``, one per continue request, before answering it."""
+        self._snapshots: dict[int, list[dict[str, Any]]] = {}
         self.history: list[tuple[int, str, dict[str, Any]]] = []
         self.lists = 0
         self.watches: list[dict[str, str]] = []
@@ -119,6 +92,7 @@ class FakeKubeApi:
         app.router.add_get(
             "/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices", self._handle
         )
+        app.router.add_get("/api/v1/namespaces/{namespace}/pods/{name}", self._pod)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -165,6 +139,13 @@ class FakeKubeApi:
         await self._record(kind, item)
         self.slices[name] = self.history[-1][2]
 
+    def put_pod(self, item: dict[str, Any]) -> None:
+        """Create or replace a pod (only GETs read pods, so no event is recorded)."""
+        self.version += 1
+        stored = json.loads(json.dumps(item))
+        stored["metadata"]["resourceVersion"] = str(self.version)
+        self.pods[stored["metadata"]["name"]] = stored
+
     async def delete(self, name: str) -> None:
         """Remove a slice (DELETED with its last state)."""
         item = self.slices.pop(name)
@@ -189,6 +170,7 @@ class FakeKubeApi:
         """Forget the history: a watch from an older version is 410."""
         self._oldest = self.version
         self.history.clear()
+        self._snapshots.clear()
         async with self._changed:
             self._changed.notify_all()
 
@@ -218,16 +200,46 @@ class FakeKubeApi:
                 self.watches.append(dict(request.query))
                 self._watched.notify_all()
             return await self._watch(request, service=service)
-        self.lists += 1
-        items = [s for s in self.slices.values() if _service(s) == service]
-        return web.json_response(
-            {
-                "kind": "EndpointSliceList",
-                "apiVersion": "discovery.k8s.io/v1",
-                "metadata": {"resourceVersion": str(self.version)},
-                "items": items,
-            }
-        )
+        self.list_pages.append(dict(request.query))
+        token = request.query.get("continue")
+        if token is None:
+            self.lists += 1
+            items = sorted(
+                (s for s in self.slices.values() if _service(s) == service),
+                key=lambda s: str(s["metadata"]["name"]),
+            )
+            version, start = self.version, ""
+            self._snapshots[version] = items
+        else:
+            if self.between_pages:
+                await self.apply_unseen(self.between_pages.pop(0))
+            version, start = _decode(token)
+            if version not in self._snapshots:
+                return web.json_response(expired_continue(token), status=410)
+            items = [s for s in self._snapshots[version] if s["metadata"]["name"] >= start]
+        limit = int(request.query.get("limit") or 0) or len(items) or 1
+        page, rest = items[:limit], items[limit:]
+        metadata: dict[str, Any] = {"resourceVersion": str(version)}
+        if rest:
+            metadata["continue"] = _encode(version, str(rest[0]["metadata"]["name"]))
+            metadata["remainingItemCount"] = len(rest)
+        body = {"kind": "EndpointSliceList", "apiVersion": "discovery.k8s.io/v1"}
+        return web.json_response({**body, "metadata": metadata, "items": page})
+
+    async def _pod(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        name, namespace = request.match_info["name"], request.match_info["namespace"]
+        self.pod_reads.append(name)
+        if self.forbid_pods:
+            body = forbidden_pod(name, namespace=namespace, user=USER)
+            return web.json_response(body, status=403)
+        found = self.pods.get(name)
+        if found is None or namespace != self.namespace:
+            message = f'pods "{name}" not found'
+            body = status(404, "NotFound", message, details={"name": name, "kind": "pods"})
+            return web.json_response(body, status=404)
+        return web.json_response(found)
 
     async def _watch(self, request: web.Request, *, service: str) -> web.StreamResponse:
         since = int(request.query.get("resourceVersion") or self.version)
@@ -268,6 +280,21 @@ class FakeKubeApi:
         finally:
             self._open.discard(response)
         return response
+
+
+def _status_410(version: str) -> dict[str, Any]:
+    return status(410, "Expired", f"too old resource version: {version}")
+
+
+def _encode(version: int, start: str) -> str:
+    """A continue token shaped as the API server's: base64 of its JSON (version, next key)."""
+    text = json.dumps({"v": "meta.k8s.io/v1", "rv": version, "start": f"{start}\u0000"})
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def _decode(token: str) -> tuple[int, str]:
+    data = json.loads(base64.urlsafe_b64decode(token))
+    return int(data["rv"]), str(data["start"]).rstrip("\x00")
 
 
 def _flag(value: str | None) -> bool:

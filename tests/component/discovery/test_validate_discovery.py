@@ -46,3 +46,32 @@ def test_validate_refuses_bad_values_naming_the_field(
     result = validate(path)
     assert result.returncode == 2
     assert field in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("pool", "refused"),
+    [
+        ("kubernetes: {namespace: llm, service: vllm}", None),
+        (
+            "kubernetes: {namespace: llm, service: vllm, pod_metadata: false}",
+            "pools[0].kubernetes.pod_metadata",
+        ),
+        ("dns: {hosts: ['vllm-0.internal:8000']}", "pools[0].dns"),
+    ],
+    ids=["kubernetes", "kubernetes-without-pods", "dns"],
+)
+def test_a_single_device_pool_needs_a_source_that_names_each_gpu(
+    tmp_path: Path, pool: str, refused: str | None
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        f"pools:\n  - name: mig\n    single_device: true\n    {pool}\n"
+        "listeners:\n  - {name: gw, address: 127.0.0.1:10000, routes: [{name: all, pool: mig}]}\n"
+    )
+    result = validate(path)
+    if refused is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode == 2
+        assert refused in result.stderr
+        assert "single_device" in result.stderr
