@@ -14,25 +14,34 @@ from xds_control.config.picker import PoolPicker
 from xds_control.discovery import Endpoint, Health
 from xds_control.engine import WeightDecision
 from xds_control.picker.score import Candidate
+from xds_control.signals import Signal
 
 __all__ = ["Fleet", "candidates", "picker_addresses"]
+
+
+def _candidate(endpoint: Endpoint, decision: WeightDecision | None) -> Candidate:
+    if decision is None:
+        healthy = endpoint.health is Health.HEALTHY
+        return Candidate(address=endpoint.address, weight=endpoint.weight, healthy=healthy)
+    waiting = decision.sample.readings.get(Signal.WAITING) if decision.sample else None
+    return Candidate(
+        address=endpoint.address,
+        weight=decision.weight,
+        healthy=endpoint.health is Health.HEALTHY and decision.health is Health.HEALTHY,
+        speed=decision.factors.capacity * decision.warmup,
+        waiting=0.0 if waiting is None else waiting.value,
+        observed_at=None if waiting is None else waiting.observed_at,
+    )
 
 
 def candidates(
     endpoints: Sequence[Endpoint], decisions: Sequence[WeightDecision]
 ) -> tuple[Candidate, ...]:
-    """A pool's servers with the weights and health EDS publishes for them: the engine's
-    decision when it made one, else discovery's static weight; healthy only when both agree."""
+    """A pool's servers as the engine sees them: the weight and health EDS publishes (the
+    engine's decision when it made one, else discovery's static weight; healthy only when
+    both agree), its capacity factor times warm-up as the speed, its last ``waiting``."""
     decided = {d.address: d for d in decisions}
-    out = []
-    for endpoint in endpoints:
-        decision = decided.get(endpoint.address)
-        weight = endpoint.weight if decision is None else decision.weight
-        healthy = endpoint.health is Health.HEALTHY and (
-            decision is None or decision.health is Health.HEALTHY
-        )
-        out.append(Candidate(address=endpoint.address, weight=weight, healthy=healthy))
-    return tuple(out)
+    return tuple(_candidate(e, decided.get(e.address)) for e in endpoints)
 
 
 def picker_addresses(config: Config) -> list[str]:

@@ -9,7 +9,8 @@ __all__ = ["PICKS", "PICK_SECONDS"]
 PICKS = Counter(
     "xds_control_picker_picks_total",
     "Requests the picker answered, by pool and outcome: held (the server holding the prefix), "
-    "placed (rendezvous on the engine's weights), none (nothing to pick on: the fallback "
+    "moved (a prefix held elsewhere, whose queue cost more than the prefill saved), placed (a "
+    "prefix the index did not know: the cheapest server), none (nothing to pick on: the fallback "
     "policy decides), error (a failed pick, answered as none).",
     ["pool", "outcome"],
 )

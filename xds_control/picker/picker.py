@@ -1,53 +1,175 @@
-"""One request -> the servers to name, best first: prefix key, index, rank. No gRPC here."""
+"""One request -> the servers to name, best first: read the prompt, look up its prefix,
+estimate each server's queue, rank. No gRPC here."""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
 from xds_control.picker.fleet import Fleet
 from xds_control.picker.index import PrefixIndex
+from xds_control.picker.ledger import Ledger
 from xds_control.picker.metrics import PICKS
-from xds_control.picker.prefix import prefix_key
-from xds_control.picker.score import rank
+from xds_control.picker.prefix import Prompt, read_prompt
+from xds_control.picker.score import Candidate, costs, rank
 
-__all__ = ["Picker"]
+__all__ = ["ASSIGNMENT_MAX_AGE_S", "Picker", "queued_tokens"]
+
+log = structlog.get_logger(__name__)
+
+ASSIGNMENT_MAX_AGE_S = 30.0
+"""An assignment whose end the picker never heard of stops counting after this long (longer
+than most requests, so it only matters when Envoy's stream end is lost)."""
+
+_MEAN_WEIGHT = 0.05
+"""Weight of each new prompt in the pool's running mean prompt size (about the last 20)."""
+
+
+def queued_tokens(
+    candidates: Sequence[Candidate], *, pending: Mapping[str, float], mean_tokens: float
+) -> dict[str, float]:
+    """Address -> prompt tokens ahead of a new request there: the server's ``waiting`` count
+    at its last reading (at the pool's mean prompt size: the picker does not know which
+    requests those are) plus what the picker sent it since."""
+    return {c.address: c.waiting * mean_tokens + pending.get(c.address, 0.0) for c in candidates}
+
+
+@dataclass
+class _Pool:
+    """What the picker remembers of one pool (a prefix on one pool's server says nothing
+    about another pool's, nor does its queue)."""
+
+    index: PrefixIndex
+    ledger: Ledger = field(default_factory=lambda: Ledger(max_age_s=ASSIGNMENT_MAX_AGE_S))
+    mean_tokens: float = 0.0
 
 
 class Picker:
-    """Picks for every pool of ``fleet``; one prefix index per pool (a prefix on one pool's
-    server says nothing about another pool's)."""
+    """Picks for every pool of ``fleet``; ``clock`` is Unix time (the engine's readings'
+    clock), injected for tests."""
 
-    def __init__(self, *, fleet: Fleet) -> None:
+    def __init__(self, *, fleet: Fleet, clock: Callable[[], float] = time.time) -> None:
         self.fleet = fleet
-        self._indexes: dict[str, PrefixIndex] = {}
+        self.clock = clock
+        self._pools: dict[str, _Pool] = {}
 
-    def _index(self, pool: str, capacity: int) -> PrefixIndex:
-        index = self._indexes.get(pool)
-        if index is None or index.capacity != capacity:
-            index = self._indexes[pool] = PrefixIndex(capacity=capacity)
-        return index
+    def _pool(self, pool: str, capacity: int) -> _Pool:
+        state = self._pools.get(pool)
+        if state is None or state.index.capacity != capacity:
+            state = self._pools[pool] = _Pool(index=PrefixIndex(capacity=capacity))
+        return state
 
-    def pick(self, *, pool: str, body: bytes) -> list[str]:
-        """Addresses for a request to ``pool`` with ``body``, best first; empty when there is
-        nothing to pick on (no picker for the pool, a body too large or not a completion
-        request, no healthy server): Envoy's fallback policy then decides."""
+    def _rank(
+        self, state: _Pool, *, pool: str, prompt: Prompt, holder: str | None, count: int
+    ) -> tuple[list[str], Mapping[str, float]]:
         settings = self.fleet.picker(pool)
-        key = None
-        if settings is not None and len(body) <= settings.max_body_bytes:
-            key = prefix_key(body, prefix_bytes=settings.prefix_bytes)
-        if settings is None or key is None:
-            PICKS.labels(pool=pool, outcome="none").inc()
-            return []
-        index = self._index(pool, settings.index_size)
-        holder = index.get(key)
+        assert settings is not None
+        candidates = self.fleet.candidates(pool)
+        now = self.clock()
+        pending = state.ledger.pending(
+            since={c.address: c.observed_at for c in candidates}, now=now
+        )
+        queued = queued_tokens(candidates, pending=pending, mean_tokens=state.mean_tokens)
         chosen = rank(
-            self.fleet.candidates(pool),
-            key=key,
+            candidates,
+            key=prompt.key,
             holder=holder,
             affinity=settings.affinity,
-            count=1 + settings.fallbacks,
+            count=count,
+            tokens=prompt.tokens,
+            prefix_tokens=prompt.prefix_tokens,
+            queued=queued,
+        )
+        return chosen, queued
+
+    def pick(self, *, pool: str, body: bytes, request: Hashable | None = None) -> list[str]:
+        """Addresses for a request to ``pool`` with ``body``, best first; empty when there is
+        nothing to pick on (no picker for the pool, a body too large or not a completion
+        request, no healthy server): Envoy's fallback policy then decides. ``request`` names
+        the request for ``end`` (``None``: its end will not be reported)."""
+        settings = self.fleet.picker(pool)
+        prompt = None
+        if settings is not None and len(body) <= settings.max_body_bytes:
+            prompt = read_prompt(body, prefix_bytes=settings.prefix_bytes)
+        if settings is None or prompt is None:
+            PICKS.labels(pool=pool, outcome="none").inc()
+            return []
+        state = self._pool(pool, settings.index_size)
+        holder = state.index.get(prompt.key)
+        chosen, queued = self._rank(
+            state, pool=pool, prompt=prompt, holder=holder, count=1 + settings.fallbacks
         )
         if not chosen:
             PICKS.labels(pool=pool, outcome="none").inc()
             return []
-        index.put(key, chosen[0])
-        PICKS.labels(pool=pool, outcome="held" if chosen[0] == holder else "placed").inc()
+        self._record(
+            state, pool=pool, prompt=prompt, holder=holder, chosen=chosen[0], request=request
+        )
+        if log.is_enabled_for(logging.DEBUG):  # the costs behind one pick, to explain it
+            self._explain(pool=pool, prompt=prompt, holder=holder, chosen=chosen, queued=queued)
         return chosen
+
+    def _record(
+        self,
+        state: _Pool,
+        *,
+        pool: str,
+        prompt: Prompt,
+        holder: str | None,
+        chosen: str,
+        request: Hashable | None,
+    ) -> None:
+        state.index.put(prompt.key, chosen)
+        uncached = prompt.tokens - prompt.prefix_tokens if chosen == holder else prompt.tokens
+        state.ledger.add(
+            object() if request is None else request,
+            address=chosen,
+            tokens=max(0.0, uncached),
+            now=self.clock(),
+        )
+        mean = state.mean_tokens
+        state.mean_tokens = (
+            prompt.tokens if mean == 0.0 else mean + _MEAN_WEIGHT * (prompt.tokens - mean)
+        )
+        outcome = "held" if chosen == holder else "moved" if holder is not None else "placed"
+        PICKS.labels(pool=pool, outcome=outcome).inc()
+
+    def _explain(
+        self,
+        *,
+        pool: str,
+        prompt: Prompt,
+        holder: str | None,
+        chosen: Sequence[str],
+        queued: Mapping[str, float],
+    ) -> None:
+        candidates = self.fleet.candidates(pool)
+        log.debug(
+            "pick",
+            pool=pool,
+            tokens=round(prompt.tokens),
+            holder=holder,
+            chosen=list(chosen),
+            speed={c.address: round(c.speed, 3) for c in candidates},
+            queued={a: round(q) for a, q in queued.items()},
+            cost={
+                a: round(v)
+                for a, v in costs(
+                    candidates,
+                    holder=holder,
+                    tokens=prompt.tokens,
+                    prefix_tokens=prompt.prefix_tokens,
+                    queued=queued,
+                ).items()
+            },
+        )
+
+    def end(self, *, pool: str, request: Hashable) -> None:
+        """``request`` (as passed to ``pick``) is over: its prefill no longer queues."""
+        state = self._pools.get(pool)
+        if state is not None:
+            state.ledger.end(request)

@@ -1,17 +1,34 @@
-"""An OpenAI request body -> the key of the prefix a server's KV cache may already hold.
+"""An OpenAI request body -> what the picker ranks it by: the key of the prefix a server's KV
+cache may already hold, and the prompt's size in (approximate) tokens.
 
-The same notion as the listener's classifier (docs/routing.md): the system (or developer)
-message when there is one, else the prompt's first ``prefix_bytes`` bytes; two requests with
-the same key share a prefix worth landing on the same server. Pure.
+The prefix is the same notion as the listener's classifier (docs/routing.md): the system (or
+developer) message when there is one, else the prompt's first ``prefix_bytes`` bytes; two
+requests with the same key share a prefix worth landing on the same server. Tokens are
+estimated as bytes / 4 (the usual rule for English text with BPE tokenizers): the picker only
+compares servers with each other, so the rule's error cancels as long as it is the same for
+every request. Pure.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["prefix_key"]
+__all__ = ["BYTES_PER_TOKEN", "Prompt", "prefix_key", "read_prompt"]
+
+BYTES_PER_TOKEN = 4
+
+
+class Prompt(NamedTuple):
+    """What one request asks of a server's prefill."""
+
+    key: bytes
+    """16-byte key of the prefix (system message, else the first ``prefix_bytes`` bytes)."""
+    tokens: float
+    """Approximate prompt tokens: the prefill it costs a server with nothing cached."""
+    prefix_tokens: float
+    """Approximate tokens of the keyed prefix: what a server holding it does not prefill."""
 
 
 def _content_texts(content: Any) -> list[str]:
@@ -48,9 +65,9 @@ def _texts(doc: dict[str, Any]) -> tuple[list[str], list[str]] | None:
     return texts, system
 
 
-def prefix_key(body: bytes, *, prefix_bytes: int) -> bytes | None:
-    """A 16-byte key of ``body``'s prefix, or ``None`` when it is not a JSON completion or
-    chat request (such a request gets no pick)."""
+def read_prompt(body: bytes, *, prefix_bytes: int) -> Prompt | None:
+    """``body``'s prefix key and size, or ``None`` when it is not a JSON completion or chat
+    request (such a request gets no pick)."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError):
@@ -61,5 +78,16 @@ def prefix_key(body: bytes, *, prefix_bytes: int) -> bytes | None:
     if found is None:
         return None
     texts, system = found
-    text = "".join(system).encode() or "".join(texts).encode()[:prefix_bytes]
-    return hashlib.blake2b(text, digest_size=16).digest()
+    whole = sum(len(t.encode()) for t in texts)
+    prefix = "".join(system).encode() or "".join(texts).encode()[:prefix_bytes]
+    return Prompt(
+        key=hashlib.blake2b(prefix, digest_size=16).digest(),
+        tokens=whole / BYTES_PER_TOKEN,
+        prefix_tokens=len(prefix) / BYTES_PER_TOKEN,
+    )
+
+
+def prefix_key(body: bytes, *, prefix_bytes: int) -> bytes | None:
+    """``body``'s prefix key alone (``read_prompt``'s), ``None`` for no completion request."""
+    prompt = read_prompt(body, prefix_bytes=prefix_bytes)
+    return None if prompt is None else prompt.key

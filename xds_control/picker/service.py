@@ -9,7 +9,8 @@ answered with no mutation, and the pool's fallback policy decides.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Hashable, Sequence
 from typing import Any
 
 import grpc
@@ -60,13 +61,20 @@ def _pass(request: ext.ProcessingRequest) -> ext.ProcessingResponse:
     return ext.ProcessingResponse()
 
 
-def answer(picker: Picker, *, pool: str, request: ext.ProcessingRequest) -> ext.ProcessingResponse:
-    """The response to one ``ext_proc`` message for a request to ``pool``."""
+def answer(
+    picker: Picker,
+    *,
+    pool: str,
+    request: ext.ProcessingRequest,
+    stream: Hashable | None = None,
+) -> ext.ProcessingResponse:
+    """The response to one ``ext_proc`` message for a request to ``pool``; ``stream`` names
+    the HTTP request (one ``ext_proc`` stream each) so its end can be told to the picker."""
     if request.WhichOneof("request") != "request_body" or not pool:
         return _pass(request)
     try:
         with PICK_SECONDS.time():
-            chosen = picker.pick(pool=pool, body=request.request_body.body)
+            chosen = picker.pick(pool=pool, body=request.request_body.body, request=stream)
     except Exception:  # never into gRPC: a failed pick is a request without a pick
         log.exception("pick failed", pool=pool)
         PICKS.labels(pool=pool, outcome="error").inc()
@@ -100,8 +108,19 @@ class PickerServer:
     ) -> AsyncIterator[ext.ProcessingResponse]:
         metadata = dict(context.invocation_metadata() or ())
         pool = str(metadata.get(POOL_METADATA, ""))
-        async for request in requests:
-            yield answer(self.picker, pool=pool, request=request)
+        stream = object()
+        started = time.monotonic()
+        try:
+            async for request in requests:
+                yield answer(self.picker, pool=pool, request=request, stream=stream)
+        finally:
+            # Envoy closes the stream when the HTTP request ends (checked with Envoy 1.40):
+            # the request no longer queues on its server.
+            if pool:
+                self.picker.end(pool=pool, request=stream)
+            log.debug(
+                "picker stream closed", pool=pool, seconds=round(time.monotonic() - started, 4)
+            )
 
     async def start(self) -> None:
         """Start serving."""

@@ -133,3 +133,20 @@ def test_a_prefix_stays_where_it_went_when_weights_move() -> None:
     held = _picks("held")
     assert {p: picker.pick(pool="chat", body=_body(p))[0] for p in prompts} == first
     assert _picks("held") == held + len(prompts)
+
+
+def test_requests_in_flight_queue_on_their_server_until_they_end() -> None:
+    picker = _State(_config({"address": "127.0.0.1:9100"}), [10, 10, 10]).picker()
+    picker.clock = lambda: 1000.0
+
+    def body(n: int) -> bytes:
+        return json.dumps({"prompt": f"question {n}: " + "x " * 400}).encode()
+
+    # No shared prefix, equal servers: each new request goes where least is queued.
+    first = [picker.pick(pool="chat", body=body(n), request=n)[0] for n in range(3)]
+    assert sorted(first) == sorted(ADDRESSES)
+    for n in (1, 2):
+        picker.end(pool="chat", request=n)
+    # Request 0 still runs: its prompt again (cached there) goes elsewhere, as the prefill
+    # it would save (64 of 203 tokens) is less than the 203 queued ahead of it.
+    assert picker.pick(pool="chat", body=body(0), request=3)[0] != first[0]

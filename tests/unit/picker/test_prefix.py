@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from xds_control.picker.prefix import prefix_key
+from xds_control.picker.prefix import prefix_key, read_prompt
 
 
 def _key(doc: object, prefix_bytes: int = 8) -> bytes | None:
@@ -38,3 +38,13 @@ def test_without_system_message_the_first_bytes() -> None:
 )
 def test_no_key_for_what_is_no_completion_request(body: bytes) -> None:
     assert prefix_key(body, prefix_bytes=8) is None
+
+
+def test_size_of_the_prompt_and_of_its_cacheable_prefix() -> None:
+    body = json.dumps(_chat("s" * 400, "u" * 40)).encode()
+    prompt = read_prompt(body, prefix_bytes=8)
+    assert prompt is not None
+    assert (prompt.tokens, prompt.prefix_tokens) == (110, 100)  # 4 bytes a token
+    bare = read_prompt(json.dumps({"prompt": "p" * 400}).encode(), prefix_bytes=8)
+    assert bare is not None
+    assert (bare.tokens, bare.prefix_tokens) == (100, 2)  # only the keyed bytes count as cached

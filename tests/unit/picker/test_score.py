@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from xds_control.picker.score import Candidate, rank
+from xds_control.picker.score import Candidate, costs, rank
 
 
 def _fleet(*weights: int) -> list[Candidate]:
@@ -60,3 +60,58 @@ def test_only_healthy_servers_are_named() -> None:
     ]
     none = [c._replace(healthy=False) for c in fleet]
     assert rank(none, key=b"k", holder=None, affinity=4.0, count=3) == []
+
+
+def _sized(
+    fleet: list[Candidate],
+    *,
+    tokens: float,
+    prefix_tokens: float = 0.0,
+    queued: dict[str, float] | None = None,
+    holder: str | None = None,
+) -> str:
+    return rank(
+        fleet,
+        key=b"k",
+        holder=holder,
+        affinity=4.0,
+        count=1,
+        tokens=tokens,
+        prefix_tokens=prefix_tokens,
+        queued=queued or {},
+    )[0]
+
+
+def test_a_long_prompt_goes_to_the_fast_server_past_a_short_queue() -> None:
+    fast, slow = _fleet(50, 50)
+    fast, slow = fast._replace(speed=1.0), slow._replace(speed=0.2)
+    queued = {fast.address: 600.0}
+    # Fast: (600 + 2000) / 1 = 2600; slow: 2000 / 0.2 = 10000.
+    assert _sized([fast, slow], tokens=2000, queued=queued) == fast.address
+    # A short prompt is cheaper on the idle slow server: 100 / 0.2 = 500 < 700.
+    assert _sized([fast, slow], tokens=100, queued=queued) == slow.address
+
+
+def test_the_holder_wins_when_its_saving_beats_its_queue() -> None:
+    holder, other = _fleet(50, 50)
+
+    def first(queued: float) -> str:
+        return _sized(
+            [holder, other],
+            tokens=2100.0,
+            prefix_tokens=2000.0,
+            holder=holder.address,
+            queued={holder.address: queued},
+        )
+
+    # Holder: 1500 queued + 100 uncached = 1600 < 2100 on the idle other.
+    assert first(1500.0) == holder.address
+    # 2500 queued + 100 > 2100: the queue costs more than the prefill saved.
+    assert first(2500.0) == other.address
+
+
+def test_costs_are_queue_plus_uncached_over_speed() -> None:
+    a, b = _fleet(50, 50)
+    b = b._replace(speed=0.5)
+    got = costs([a, b], holder=b.address, tokens=300, prefix_tokens=200, queued={a.address: 50.0})
+    assert got == {a.address: 350.0, b.address: 200.0}
