@@ -10,6 +10,7 @@ Each change wakes the control loop, so an EndpointSlice event reaches Envoy in o
 With ``pod_metadata`` on, the pods behind a slice's endpoints are read (``kubernetes_pod_reader``:
 a GET per pod not seen before) before the slice is published, so an endpoint arrives with its
 pod's labels and GPU in the same push, and a single-device pool never sees it without them.
+A pod that could not be read is tried again when the watch is renewed.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class KubernetesSource:
                 backoff = self._settings.relist_backoff_s
                 while True:  # renew the watch from the last version until it fails
                     version = await self._watch(version)
+                    await self._catch_up_pods()
             except Gone as exc:
                 self._log.info("resourceVersion expired; listing again", reason=str(exc))
             except Exception as exc:  # whatever the server sends, list again; never stop
@@ -169,6 +171,15 @@ class KubernetesSource:
             return
         await self._pods.read(self._api, (ref for item in items for ref in slice_pods(item)))
         self._pods.keep(ref for item in self._items.values() for ref in slice_pods(item))
+
+    async def _catch_up_pods(self) -> None:
+        """Pods not read yet (refused by RBAC since granted, a failed GET) are tried again with
+        each renewed watch, so their facts arrive without waiting for a slice event."""
+        known = dict(self._pods.facts)
+        await self._read_pods(self._items.values())
+        if self._pods.facts != known:
+            self._slices = {name: self._parse(item) for name, item in self._items.items()}
+            self._publish()
 
     def _parse(self, item: dict[str, Any]) -> tuple[Endpoint, ...]:
         settings = self._settings

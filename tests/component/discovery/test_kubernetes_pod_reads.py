@@ -175,3 +175,19 @@ async def until_error(loop: ControlLoop) -> None:
         assert time.monotonic() < deadline, "the mixed set was never refused"
         await asyncio.sleep(0.02)
         await loop.step()
+
+
+async def test_a_pod_not_read_is_tried_again_when_the_watch_is_renewed(
+    api: FakeKubeApi, tmp_path: Path
+) -> None:
+    await api.apply(the_slice("10.0.0.1"))  # its pod cannot be read yet (404)
+    source = KubernetesSource(settings(api, tmp_path), pool="chat", wake=lambda: None)
+    try:
+        (only,) = await source.fetch()
+        assert only.device is None
+        api.put_pod(pod("10.0.0.1", annotations=gpu("GPU-a", "1")))
+        # No slice event: the renewed watch (every second here) reads it.
+        await until(source.fetch, lambda e: e[0].device is not None)
+    finally:
+        await source.close()
+    assert api.pod_reads.count("vllm-10-0-0-1") >= 2
