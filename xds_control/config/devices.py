@@ -5,7 +5,8 @@ slices share its memory bandwidth and fail together, so weights across them are 
 A slice of another GPU in such a pool is a deployment mistake: it is refused, naming the
 endpoints, rather than weighted as if it were a peer.
 
-Identity comes from the endpoint's ``device`` (config or endpoints file), spelled as the DCGM
+Identity comes from the endpoint's ``device`` (config or endpoints file) or, for Kubernetes
+pools, the pod's ``xds-control.io/gpu-uuid`` annotations, spelled as the DCGM
 exporter labels its series (``UUID``, ``GPU_I_ID``, ``GPU_I_PROFILE``), so an operator can copy
 the values from ``nvidia-smi -L`` or a DCGM series.
 """
@@ -59,7 +60,10 @@ def single_device_problem(
         spread = "; ".join(f"{gpu}: {', '.join(addrs)}" for gpu, addrs in sorted(by_gpu.items()))
         problems.append(f"MIG slices on {len(by_gpu)} different GPUs ({spread})")
     if unknown:
-        problems.append(f"no device.gpu_uuid for {', '.join(unknown)}")
+        problems.append(
+            f"no device.gpu_uuid (or pod annotation xds-control.io/gpu-uuid) for "
+            f"{', '.join(unknown)}"
+        )
     if not problems:
         return None
     return f"pool {pool!r} is single_device but has " + " and ".join(problems)

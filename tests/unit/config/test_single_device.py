@@ -48,7 +48,10 @@ def test_mixed_gpus_are_refused_naming_the_endpoints_on_each() -> None:
 
 
 def test_an_endpoint_without_a_gpu_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match=r"no device.gpu_uuid for 10\.0\.0\.2:8000"):
+    with pytest.raises(
+        ConfigError,
+        match=r"no device.gpu_uuid \(or pod annotation xds-control.io/gpu-uuid\) for 10\.0\.0\.2:8000",
+    ):
         parse_config(text=config_text([A, None]))
 
 
@@ -64,7 +67,7 @@ def test_pure_check_is_quiet_for_one_gpu_and_names_both_problems() -> None:
     assert problem is not None
     assert "2 different GPUs" in problem
     assert f"{B}: h:3" in problem
-    assert "no device.gpu_uuid for h:4" in problem
+    assert "xds-control.io/gpu-uuid) for h:4" in problem
 
 
 async def test_an_endpoints_file_across_gpus_is_a_discovery_error(tmp_path: Path) -> None:
