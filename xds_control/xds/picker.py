@@ -6,7 +6,10 @@ Each function takes what another builder made and returns it extended, so the li
 and cluster builders stay as they are and a config without pickers compiles exactly as before.
 Failing open is the design: ``failure_mode_allow`` and a short ``message_timeout`` let a request
 through when the picker is slow, dead or answers nothing, and then ``override_host`` finds no
-header and hands the request to the pool's own policy with the engine's weights.
+header and hands the request to the pool's own policy with the engine's weights. A MAGLEV
+fallback is bounded (``FALLBACK_HASH_BALANCE_FACTOR`` unless the pool sets its own): the picker
+dies with the control plane, so the weights it falls back on are frozen, and only Envoy's own
+count of requests in flight can keep one server from being handed more than it can serve.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from xds_control.xds.durations import duration, pack, u32
 
 __all__ = [
     "DESTINATION_HEADER",
+    "FALLBACK_HASH_BALANCE_FACTOR",
     "PICKER_FILTER",
     "POOL_METADATA",
     "build_picker_cluster",
@@ -62,6 +66,11 @@ DESTINATION_METADATA_NAMESPACE = "envoy.lb"
 POOL_METADATA = "x-xds-control-pool"
 """gRPC metadata each route's ``ext_proc`` stream carries: the pool the request goes to."""
 _HCM = "envoy.filters.network.http_connection_manager"
+FALLBACK_HASH_BALANCE_FACTOR = 150
+"""Bounded load of a MAGLEV fallback whose pool sets none, in percent of a server's weighted
+share of the requests in flight (Envoy's documented example value). Without a bound, a server
+whose frozen weight outgrew what it can serve keeps its hash keys and its queue grows without
+limit; with it, Envoy sends a key onward while that server holds more than its share."""
 
 
 def picker_cluster_name(address: str) -> str:
@@ -105,17 +114,16 @@ def _policy(name: str, config: Message) -> cluster_pb2.LoadBalancingPolicy:
 
 
 def _fallback(pool: Pool) -> cluster_pb2.LoadBalancingPolicy:
-    """The pool's ``lb`` policy in the extension form ``override_host`` takes as fallback."""
+    """The pool's ``lb`` policy in the extension form ``override_host`` takes as fallback;
+    MAGLEV with a bounded load (the pool's, else ``FALLBACK_HASH_BALANCE_FACTOR``)."""
     lb = pool.lb
     if lb.policy is LbPolicy.MAGLEV:
         maglev = maglev_pb2.Maglev()
         maglev.table_size.value = lb.maglev_table_size
-        if lb.hash_balance_factor is not None:
-            maglev.consistent_hashing_lb_config.CopyFrom(
-                common_pb2.ConsistentHashingLbConfig(
-                    hash_balance_factor=u32(lb.hash_balance_factor)
-                )
-            )
+        factor = lb.hash_balance_factor or FALLBACK_HASH_BALANCE_FACTOR
+        maglev.consistent_hashing_lb_config.CopyFrom(
+            common_pb2.ConsistentHashingLbConfig(hash_balance_factor=u32(factor))
+        )
         return _policy("envoy.load_balancing_policies.maglev", maglev)
     if lb.policy is LbPolicy.LEAST_REQUEST:
         least = least_request_pb2.LeastRequest(choice_count=u32(lb.choice_count))

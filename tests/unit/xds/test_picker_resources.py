@@ -65,6 +65,8 @@ def test_picker_pool_balances_by_override_host_with_its_maglev_as_fallback() -> 
     maglev = maglev_pb2.Maglev()
     fallback.typed_extension_config.typed_config.Unpack(maglev)
     assert maglev.table_size.value == 65537
+    # Bounded: with the picker dead the weights are frozen; only the bound reacts to load.
+    assert maglev.consistent_hashing_lb_config.hash_balance_factor.value == 150
     assert clusters["other"].lb_policy == cluster_pb2.Cluster.LbPolicy.MAGLEV
     picker = clusters[picker_cluster_name("127.0.0.1:9100")]
     assert picker.type == cluster_pb2.Cluster.DiscoveryType.STATIC
