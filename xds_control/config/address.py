@@ -7,7 +7,7 @@ from typing import Annotated, NamedTuple
 
 from pydantic import AfterValidator
 
-__all__ = ["HostPort", "IpPort", "parse_host_port"]
+__all__ = ["HostPort", "IpPort", "canonical_address", "parse_host_port"]
 
 
 class HostPort(NamedTuple):
@@ -31,6 +31,13 @@ def parse_host_port(value: str) -> HostPort:
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ValueError(f"port {port_text!r} in {value!r} is not in 1..65535")
     return HostPort(host=str(ip), port=int(port_text))
+
+
+def canonical_address(value: str) -> str:
+    """One spelling per socket address (``::1`` and ``0:0::1`` alike, IPv6 in brackets), so
+    two spellings of one server are seen as one; ``ValueError`` as ``parse_host_port``."""
+    host, port = parse_host_port(value)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _check(value: str) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from xds_control.config.address import canonical_address
 from xds_control.config.devices import single_device_problem
+from xds_control.config.duplicates import duplicates
 from xds_control.config.group_checks import check_groups
 from xds_control.config.model import Pool
 from xds_control.config.root import Config
@@ -13,14 +15,7 @@ __all__ = ["check_references"]
 
 
 def _duplicates(names: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    seen: dict[str, str] = {}
-    problems = []
-    for path, name in names:
-        if name in seen:
-            problems.append((path, f"duplicate name {name!r} (first at {seen[name]})"))
-        else:
-            seen[name] = path
-    return problems
+    return duplicates(names, what="name")
 
 
 def _single_device(pool: Pool, *, path: str) -> list[tuple[str, str]]:
@@ -69,5 +64,10 @@ def check_references(config: Config) -> list[tuple[str, str]]:
                         (f"{base}[{j}].pools[{k}].name", f"no pool named {share.name!r} ({known})")
                     )
     for i, pool in enumerate(config.pools):
+        addresses = (
+            (f"pools[{i}].endpoints[{k}].address", canonical_address(e.address))
+            for k, e in enumerate(pool.endpoints)
+        )
+        problems += duplicates(addresses, what="address")
         problems += _single_device(pool, path=f"pools[{i}]")
     return problems + check_groups(config)

@@ -10,7 +10,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from xds_control.config import EndpointConfig
+from xds_control.config.address import canonical_address
 from xds_control.config.document import parse_yaml, read_bytes
+from xds_control.config.duplicates import duplicates
 from xds_control.config.load import validation_problems
 from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.entries import EntryCache
@@ -75,6 +77,20 @@ class FileSource:
         return self._endpoints
 
     def _load(self) -> tuple[Endpoint, ...]:
+        endpoints = self._parse()
+        repeats = duplicates(
+            (
+                (f"endpoints[{k}].address", canonical_address(e.address))
+                for k, e in enumerate(endpoints)
+            ),
+            what="address",
+        )
+        if repeats:
+            detail = "; ".join(f"{path}: {message}" for path, message in repeats)
+            raise DiscoveryError(f"{self._path}: {detail}")
+        return endpoints
+
+    def _parse(self) -> tuple[Endpoint, ...]:
         try:
             data = read_bytes(self._path)
         except ConfigError as exc:

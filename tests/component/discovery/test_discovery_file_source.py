@@ -55,6 +55,16 @@ async def test_picks_up_an_in_place_edit_of_the_same_size(tmp_path: Path) -> Non
     assert [e.weight for e in await source.fetch()] == [99]
 
 
+async def test_a_server_listed_twice_is_refused_naming_both_entries(tmp_path: Path) -> None:
+    path = tmp_path / "eps.yaml"
+    write(path, EDITED + "  - {address: 10.0.0.1:8000, weight: 5}\n")
+    with pytest.raises(DiscoveryError) as info:
+        await FileSource(path).fetch()
+    assert "endpoints[2].address: duplicate address '10.0.0.1:8000' (first at endpoints[0]" in str(
+        info.value
+    )
+
+
 async def test_an_invalid_edit_names_the_field_until_it_is_fixed(tmp_path: Path) -> None:
     path = tmp_path / "eps.yaml"
     write(path, GOOD)

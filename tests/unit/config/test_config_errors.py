@@ -53,6 +53,15 @@ def test_duplicate_names() -> None:
     assert "duplicate name 'chat'" in message
 
 
+def test_one_server_listed_twice_in_a_pool_is_refused_naming_both_entries() -> None:
+    text = VALID.replace(
+        '- {address: "[::1]:8002"}', '- {address: "[::1]:8002"}\n      - {address: "[0:0::1]:8002"}'
+    )
+    [(path, message)] = problems(text)
+    assert path == "pools[0].endpoints[2].address"
+    assert message == "duplicate address '[::1]:8002' (first at pools[0].endpoints[1].address)"
+
+
 def test_bad_address() -> None:
     [(path, message)] = problems(VALID.replace("127.0.0.1:8001", "127.0.0:8001"))
     assert path == "pools[0].endpoints[0].address"
