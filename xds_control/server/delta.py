@@ -44,7 +44,7 @@ class DeltaStream(XdsStream):
         self._bind(request.node, group)
         type_url = request.type_url
         first = type_url not in self.types
-        state = self.types.setdefault(type_url, TypeState(type_url=type_url))
+        state = self.types.get(type_url) or self.types.setdefault(type_url, TypeState(type_url))
         self._answer(state, request)
         snapshot = self._snapshot_of(self.group)
         _subscribe(state, request, first=first, snapshot=snapshot)

@@ -59,6 +59,9 @@ class TypeState:
     claimed: dict[str, str] = field(default_factory=dict)
     """Name -> digest a reconnecting Envoy says it has, of content no snapshot seen since has
     shown: until one does (``learn``), the routes it runs may name any cluster."""
+    asked: list[str] | None = None
+    """The names of the last state-of-the-world request, as sent (``None`` before the first):
+    an ACK naming the same list leaves the subscription as it is."""
     synced: str = ""
     """The version of this type's resources that ``sent`` was last found (or made) to match
     for every name asked for; empty when unknown (a NACK, a new subscription, a reconnect).

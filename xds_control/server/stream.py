@@ -37,7 +37,7 @@ class AdsStream(XdsStream):
         self._bind(request.node, group)
         type_url = request.type_url
         short = urls.SHORT_NAMES.get(type_url, "other")
-        state = self.types.setdefault(type_url, TypeState(type_url=type_url))
+        state = self.types.get(type_url) or self.types.setdefault(type_url, TypeState(type_url))
         first = not state.requested
         if request.response_nonce and request.response_nonce != state.nonce:
             return self._stale(state, request)
@@ -176,13 +176,19 @@ def _synced(state: TypeState, resources: ResourceSet[Message]) -> None:
 
 
 def _subscribe(state: TypeState, request: discovery_pb2.DiscoveryRequest) -> None:
-    names = frozenset(request.resource_names)
-    wildcard = state.type_url in urls.WILDCARD_TYPES and (not names or "*" in names)
-    if names != state.names or wildcard != state.wildcard:
-        state.synced = ""  # names asked for anew: look at each of them
-    state.wildcard, state.names = wildcard, names
+    # Envoy repeats every name in every ACK: compared as sent (no set built, no string hashed),
+    # the same list as last time means the same subscription, the usual case.
+    if state.asked is None or request.resource_names != state.asked:
+        state.asked = list(request.resource_names)
+        names = frozenset(state.asked)
+        wildcard = state.type_url in urls.WILDCARD_TYPES and (not names or "*" in names)
+        if names != state.names or wildcard != state.wildcard:
+            state.synced = ""  # names asked for anew: look at each of them
+        state.wildcard, state.names = wildcard, names
     if not state.wildcard:
-        # Envoy drops what it no longer asks for: asked again, it is sent again.
+        # Envoy drops what it no longer asks for: asked again, it is sent again (checked on
+        # every request: an ACK of an older response may have brought back a name since).
+        names = state.names
         for known in (state.sent, state.acked):
             if not known.keys() <= names:  # usually so: Envoy asks for the same names again
                 for name in known.keys() - names:

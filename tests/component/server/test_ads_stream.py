@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from envoy.config.core.v3 import base_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 from google.rpc import status_pb2
 
@@ -157,3 +158,22 @@ def test_reconnect_with_an_old_version_gets_the_current_one() -> None:
     h = Harness(snapshot(a=10, b=10))
     [cds] = h.request(urls.CLUSTER, version="some-old-version")
     assert cds.version_info == snapshot(a=10, b=10).resource_set(urls.CLUSTER).version
+
+
+def test_a_name_dropped_and_asked_for_again_is_sent_again() -> None:
+    # Envoy repeats its names in every ACK; the stream takes a repeat for "no change" without
+    # looking, so a drop and a re-subscription must still each be seen.
+    h = Harness(snapshot(a=10, b=10))
+    [eds] = h.request(urls.ENDPOINT, names=("a", "b"))
+    h.ack(eds, ("a", "b"))
+    assert h.request(urls.ENDPOINT, names=("a",), version=eds.version_info, nonce=eds.nonce) == []
+    h.ack(eds, ("a",))  # the same shorter list again: still only "a"
+    [again] = h.request(urls.ENDPOINT, names=("a", "b"), version=eds.version_info, nonce=eds.nonce)
+    assert [_cla_name(r.value) for r in again.resources] == ["b"]
+    h.ack(again, ("a", "b"))
+    [pushed] = h.publish(snapshot(a=10, b=20))
+    assert [_cla_name(r.value) for r in pushed.resources] == ["b"]
+
+
+def _cla_name(value: bytes) -> str:
+    return str(endpoint_pb2.ClusterLoadAssignment.FromString(value).cluster_name)
