@@ -10,7 +10,14 @@ from pathlib import Path
 from xds_lab.bench.tables import markdown_table
 from xds_lab.loadgen import percentile
 
-__all__ = ["FleetResult", "memory_lines", "process_cpu_s", "results_table", "rss_mb"]
+__all__ = [
+    "FleetResult",
+    "memory_lines",
+    "process_cpu_s",
+    "results_table",
+    "rss_mb",
+    "rss_table",
+]
 
 
 def process_cpu_s(pid: int) -> float:
@@ -113,3 +120,15 @@ def memory_lines(r: FleetResult) -> list[str]:
             f"({len(samples)} samples, every 10 s)"
         )
     return lines
+
+
+def rss_table(r: FleetResult, *, every_s: float = 60.0) -> str:
+    """Markdown: RSS through the soak, a row per ``every_s`` seconds and the last sample, so
+    that a slow climb shows as a trend and not only as start, end and peak."""
+    rows: list[list[object]] = []
+    next_row = 0.0
+    for index, (elapsed, mb) in enumerate(r.rss_samples):
+        if elapsed >= next_row or index == len(r.rss_samples) - 1:
+            rows.append([f"{elapsed / 60:.1f}", f"{mb:.0f}"])
+            next_row = (elapsed // every_s + 1) * every_s
+    return markdown_table(header=["soak min", "RSS MB"], rows=rows)

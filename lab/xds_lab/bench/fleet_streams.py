@@ -35,7 +35,13 @@ from xds_control.server.collector import settle_for_serving
 from xds_control.xds import type_urls as urls
 from xds_control.xds.routes import route_config_name
 from xds_lab.bench.fleet_change import Fleet, fleet_config, wait_for_acks
-from xds_lab.bench.fleet_report import FleetResult, memory_lines, results_table, rss_mb
+from xds_lab.bench.fleet_report import (
+    FleetResult,
+    memory_lines,
+    results_table,
+    rss_mb,
+    rss_table,
+)
 from xds_lab.bench.push_cell import AckWaiter
 from xds_lab.bench.tables import machine_info
 from xds_lab.harness.envoy import EnvoyProcess, find_envoy
@@ -193,6 +199,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(results_table(result))
     print()
     print("\n".join(memory_lines(result)))
+    if len(result.rss_samples) > 2:
+        print()
+        print(rss_table(result))
     print()
     print("\n".join(f"- {key}: {value}" for key, value in machine.items()))
 
