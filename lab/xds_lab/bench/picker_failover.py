@@ -2,7 +2,7 @@
 back to weighted MAGLEV? (Issue 16, must-show 4, beside ``tests/e2e/test_picker.py``.)
 
     python -m xds_lab.bench.picker_failover [--scenario prefix-heavy] [--load 0.8]
-        [--capacity 6.31] [--seconds 60] [--runs 1] [--envoy-debug]
+        [--capacity 6.31] [--seconds 60] [--runs 1] [--envoy-debug] [--out DIR]
 
 The scenario's fleet behind Envoy with the ``picker`` policy, 20 s of warm-up, then
 ``--seconds`` of arrivals at ``--load`` of ``--capacity``; halfway through the arrivals the
@@ -193,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--envoy-debug", action="store_true")
+    parser.add_argument("--out", type=Path, help="also write failover-<run>.json here")
     args = parser.parse_args(argv)
     lines = []
     for index in range(1, args.runs + 1):
@@ -208,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             )
         print(json.dumps(result, indent=1), flush=True)
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"failover-{index}.json").write_text(json.dumps(result, indent=1) + "\n")
         lines.append(_summary(index, result))
         print(lines[-1], flush=True)
     print("\n".join(lines))
