@@ -27,13 +27,11 @@ def one_slice(i: int, *extra: str) -> dict[str, object]:
 
 
 @pytest.fixture
-async def api() -> AsyncIterator[FakeKubeApi]:
-    server = FakeKubeApi(bookmark_s=0.1)
-    await server.start()
+async def api(api: FakeKubeApi) -> FakeKubeApi:
+    """The shared server, holding the slices to page through."""
     for i in range(SLICES):
-        await server.apply(one_slice(i))
-    yield server
-    await server.stop()
+        await api.apply(one_slice(i))
+    return api
 
 
 @pytest.fixture

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 import structlog
 
 from component.discovery.fake_kube_api import FakeKubeApi, endpoint, endpoint_slice, pod
@@ -45,14 +44,6 @@ def the_slice(*ips: str) -> dict[str, object]:
         labels=SERVICE_LABELS,
         endpoints=[endpoint(ip) for ip in ips],
     )
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeKubeApi]:
-    server = FakeKubeApi(bookmark_s=0.1)
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def settings(api: FakeKubeApi, tmp_path: Path) -> KubernetesDiscovery:

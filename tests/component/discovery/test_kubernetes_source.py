@@ -24,14 +24,6 @@ PORT = 8000
 
 
 @pytest.fixture
-async def api() -> AsyncIterator[FakeKubeApi]:
-    server = FakeKubeApi(bookmark_s=0.1)
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
 async def source(api: FakeKubeApi, tmp_path: Path) -> AsyncIterator[KubernetesSource]:
     settings = KubernetesDiscovery(
         namespace="llm",
