@@ -57,7 +57,6 @@ async def test_picker_routes_by_prefix_and_fails_open(tmp_path: Path) -> None:
             Candidate(address=backends.address(i), weight=w, healthy=True)
             for i, w in enumerate(WEIGHTS)
         ]
-        prompts = [f"You are assistant number {n}." for n in range(12)]
 
         def picked(prompt: str) -> str:
             # What the picker names for a prefix it has not seen: its rendezvous choice.
@@ -65,12 +64,19 @@ async def test_picker_routes_by_prefix_and_fails_open(tmp_path: Path) -> None:
             assert key is not None
             return rank(candidates, key=key, holder=None, affinity=4.0, count=1)[0]
 
+        # Twelve prompts whose choices are not all the heavy server (the choice depends on
+        # the ports of this run), so landing where the picker says is not landing where the
+        # weights would send most requests anyway.
+        named = (f"You are assistant number {n}." for n in range(1000))
+        prompts = [next(named) for _ in range(11)]
+        light_servers = {backends.address(i) for i in range(3)}
+        prompts.append(next(p for p in named if picked(p) in light_servers))
+
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
             # The picker on: every request lands where the picker says; a prompt's three
             # requests on one server (4 servers, 36 requests: chance cannot pass this).
             served = {p: [await _post(session, url, _body(p)) for _ in range(3)] for p in prompts}
             assert served == {p: [picked(p)] * 3 for p in prompts}
-            assert len({picked(p) for p in prompts}) > 1, "the picker spreads prefixes"
 
             # Kill the picker (it lives in the control plane) mid-run: no request fails.
             results: list[str] = []

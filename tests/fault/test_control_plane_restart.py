@@ -22,6 +22,12 @@ pytestmark = [pytest.mark.fault, pytest.mark.e2e]
 
 SIGNALS = {"scrape": {"enabled": True, "interval_s": 0.5}, "reconcile_period_s": 1.0}
 QUANTUM = 5  # the engine's default quantum
+WEIGHTS = {"settle_s": 3600.0}
+"""The engine's defaults but for the settle path: a move inside the hysteresis band is
+published once its target has held still ``settle_s``, at a moment no "weights held still
+for 5 s" can foresee; one that fell due just after the restart moved a weight by 10 in a CI
+run (70 -> 60, the restored engine doing its job). Without it, a move in the window takes a
+target 15% away (the hysteresis band), which steady load does not make, or the restart."""
 
 
 def published_versions(log: Path) -> list[str]:
@@ -40,7 +46,7 @@ async def test_kill_and_restart_keeps_envoy_on_the_engine_weights(tmp_path: Path
     # Two fast GPUs and two slow ones: the engine settles on unequal weights.
     stack = fault_stack(tmp_path, profiles=["vllm-h100", "vllm-h100", "vllm-l4", "vllm-l4"])
     try:
-        await stack.start(engine_config(stack, signals=SIGNALS, weights={}))
+        await stack.start(engine_config(stack, signals=SIGNALS, weights=WEIGHTS))
         async with SteadyLoad(stack.url, rate=10) as load:
             steady: list[dict[str, int]] = []
 
