@@ -15,7 +15,7 @@ from xds_control.picker.index import PrefixIndex
 from xds_control.picker.ledger import Ledger
 from xds_control.picker.metrics import PICKS
 from xds_control.picker.prefix import Prompt, read_prompt
-from xds_control.picker.score import Candidate, costs, rank
+from xds_control.picker.score import Candidate, costs, rank, uncached_tokens
 
 __all__ = ["ASSIGNMENT_MAX_AGE_S", "Picker", "queued_tokens"]
 
@@ -124,11 +124,13 @@ class Picker:
         request: Hashable | None,
     ) -> None:
         state.index.put(prompt.key, chosen)
-        uncached = prompt.tokens - prompt.prefix_tokens if chosen == holder else prompt.tokens
+        uncached = uncached_tokens(
+            tokens=prompt.tokens, prefix_tokens=prompt.prefix_tokens, holds=chosen == holder
+        )
         state.ledger.add(
             object() if request is None else request,
             address=chosen,
-            tokens=max(0.0, uncached),
+            tokens=uncached,
             now=self.clock(),
         )
         mean = state.mean_tokens

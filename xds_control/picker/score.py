@@ -32,7 +32,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-__all__ = ["Candidate", "costs", "rank"]
+__all__ = ["Candidate", "costs", "rank", "uncached_tokens"]
 
 _MIN_SPEED = 1e-3
 """A server the engine rates at nearly nothing is 1000x slower, not infinitely slow."""
@@ -75,6 +75,12 @@ def _holds(healthy: Sequence[Candidate], holder: str | None, affinity: float) ->
     return held.address if held.weight * affinity >= best_other else None
 
 
+def uncached_tokens(*, tokens: float, prefix_tokens: float, holds: bool) -> float:
+    """What a server prefills for a request of ``tokens``: all of it, or, when it ``holds``
+    the request's prefix, the part past the ``prefix_tokens`` it has cached."""
+    return max(0.0, tokens - prefix_tokens) if holds else tokens
+
+
 def costs(
     candidates: Sequence[Candidate],
     *,
@@ -87,7 +93,9 @@ def costs(
     of ``tokens`` whose first ``prefix_tokens`` are cached on ``holder`` only."""
     out = {}
     for c in candidates:
-        uncached = max(0.0, tokens - prefix_tokens) if c.address == holder else tokens
+        uncached = uncached_tokens(
+            tokens=tokens, prefix_tokens=prefix_tokens, holds=c.address == holder
+        )
         out[c.address] = (queued.get(c.address, 0.0) + uncached) / max(c.speed, _MIN_SPEED)
     return out
 
