@@ -47,8 +47,9 @@ class PoolPicker(StrictModel):
         default=256,
         ge=1,
         le=65_536,
-        description="Without a system message, the prompt's first bytes that name its prefix "
-        "(the classifier's `prefix_bytes`): long enough to tell templates apart.",
+        description="Without a system message, the prompt's first bytes that name its "
+        "template (the classifier's `prefix_bytes`): requests of one template that tie on "
+        "cost go to one server.",
     )
     max_body_bytes: int = Field(
         default=65_536,
@@ -58,11 +59,12 @@ class PoolPicker(StrictModel):
         "get no pick and take the fallback policy. At most Envoy's 1 MiB buffer limit.",
     )
     index_size: int = Field(
-        default=10_000,
+        default=50_000,
         ge=1,
         le=1_000_000,
-        description="Prefixes the picker remembers (least recently used forgotten first); "
-        "about 100 bytes each.",
+        description="Prompt blocks (128 bytes of prompt each) the picker remembers per pool, "
+        "least recently used forgotten first; about 200 bytes of memory each. The default "
+        "holds 6.4 MB of distinct prompt text, about 1.6 million tokens.",
     )
     affinity: float = Field(
         default=4.0,

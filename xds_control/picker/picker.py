@@ -1,5 +1,5 @@
-"""One request -> the servers to name, best first: read the prompt, look up its prefix,
-estimate each server's queue, rank. No gRPC here."""
+"""One request -> the servers to name, best first: read the prompt, look up what each server
+holds of it, estimate each server's queue, rank. No gRPC here."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from xds_control.picker.fleet import Fleet
 from xds_control.picker.index import PrefixIndex
 from xds_control.picker.ledger import Ledger
 from xds_control.picker.metrics import PICKS
-from xds_control.picker.prefix import Prompt, read_prompt
-from xds_control.picker.score import Candidate, costs, rank, uncached_tokens
+from xds_control.picker.prefix import BLOCK_BYTES, BYTES_PER_TOKEN, Prompt, read_prompt
+from xds_control.picker.score import Candidate, costs, rank
 
 __all__ = ["ASSIGNMENT_MAX_AGE_S", "Picker", "queued_tokens"]
 
@@ -64,7 +64,7 @@ class Picker:
         return state
 
     def _rank(
-        self, state: _Pool, *, pool: str, prompt: Prompt, holder: str | None, count: int
+        self, state: _Pool, *, pool: str, prompt: Prompt, cached: Mapping[str, float], count: int
     ) -> tuple[list[str], Mapping[str, float]]:
         settings = self.fleet.picker(pool)
         assert settings is not None
@@ -77,11 +77,10 @@ class Picker:
         chosen = rank(
             candidates,
             key=prompt.key,
-            holder=holder,
             affinity=settings.affinity,
             count=count,
+            cached=cached,
             tokens=prompt.tokens,
-            prefix_tokens=prompt.prefix_tokens,
             queued=queued,
         )
         return chosen, queued
@@ -99,18 +98,21 @@ class Picker:
             PICKS.labels(pool=pool, outcome="none").inc()
             return []
         state = self._pool(pool, settings.index_size)
-        holder = state.index.get(prompt.key)
+        cached = {
+            address: min(prompt.tokens, blocks * BLOCK_BYTES / BYTES_PER_TOKEN)
+            for address, blocks in state.index.matched(prompt.blocks).items()
+        }
         chosen, queued = self._rank(
-            state, pool=pool, prompt=prompt, holder=holder, count=1 + settings.fallbacks
+            state, pool=pool, prompt=prompt, cached=cached, count=1 + settings.fallbacks
         )
         if not chosen:
             PICKS.labels(pool=pool, outcome="none").inc()
             return []
         self._record(
-            state, pool=pool, prompt=prompt, holder=holder, chosen=chosen[0], request=request
+            state, pool=pool, prompt=prompt, cached=cached, chosen=chosen[0], request=request
         )
         if log.is_enabled_for(logging.DEBUG):  # the costs behind one pick, to explain it
-            self._explain(pool=pool, prompt=prompt, holder=holder, chosen=chosen, queued=queued)
+            self._explain(pool=pool, prompt=prompt, cached=cached, chosen=chosen, queued=queued)
         return chosen
 
     def _record(
@@ -119,25 +121,22 @@ class Picker:
         *,
         pool: str,
         prompt: Prompt,
-        holder: str | None,
+        cached: Mapping[str, float],
         chosen: str,
         request: Hashable | None,
     ) -> None:
-        state.index.put(prompt.key, chosen)
-        uncached = uncached_tokens(
-            tokens=prompt.tokens, prefix_tokens=prompt.prefix_tokens, holds=chosen == holder
-        )
+        state.index.put(prompt.blocks, chosen)
         state.ledger.add(
             object() if request is None else request,
             address=chosen,
-            tokens=uncached,
+            tokens=prompt.tokens - cached.get(chosen, 0.0),
             now=self.clock(),
         )
         mean = state.mean_tokens
         state.mean_tokens = (
             prompt.tokens if mean == 0.0 else mean + _MEAN_WEIGHT * (prompt.tokens - mean)
         )
-        outcome = "held" if chosen == holder else "moved" if holder is not None else "placed"
+        outcome = "held" if chosen in cached else "moved" if cached else "placed"
         PICKS.labels(pool=pool, outcome=outcome).inc()
 
     def _explain(
@@ -145,7 +144,7 @@ class Picker:
         *,
         pool: str,
         prompt: Prompt,
-        holder: str | None,
+        cached: Mapping[str, float],
         chosen: Sequence[str],
         queued: Mapping[str, float],
     ) -> None:
@@ -154,18 +153,14 @@ class Picker:
             "pick",
             pool=pool,
             tokens=round(prompt.tokens),
-            holder=holder,
+            cached={a: round(t) for a, t in cached.items()},
             chosen=list(chosen),
             speed={c.address: round(c.speed, 3) for c in candidates},
             queued={a: round(q) for a, q in queued.items()},
             cost={
                 a: round(v)
                 for a, v in costs(
-                    candidates,
-                    holder=holder,
-                    tokens=prompt.tokens,
-                    prefix_tokens=prompt.prefix_tokens,
-                    queued=queued,
+                    candidates, tokens=prompt.tokens, cached=cached, queued=queued
                 ).items()
             },
         )

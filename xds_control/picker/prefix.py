@@ -1,12 +1,22 @@
-"""An OpenAI request body -> what the picker ranks it by: the key of the prefix a server's KV
-cache may already hold, and the prompt's size in (approximate) tokens.
+"""An OpenAI request body -> what the picker ranks it by: the prompt's chain of block hashes
+(what a server's prefix cache may hold of it), its template key, and its size in (approximate)
+tokens.
 
-The prefix is the same notion as the listener's classifier (docs/routing.md): the system (or
-developer) message when there is one, else the prompt's first ``prefix_bytes`` bytes; two
-requests with the same key share a prefix worth landing on the same server. Tokens are
-estimated as bytes / 4 (the usual rule for English text with BPE tokenizers): the picker only
-compares servers with each other, so the rule's error cancels as long as it is the same for
-every request. Pure.
+**Blocks.** The prompt is rendered as one byte string, each chat message as its role then its
+text, and cut into ``BLOCK_BYTES`` blocks; block ``i``'s hash covers every byte up to the end
+of block ``i``. Two prompts share a block hash exactly where they share all bytes up to it, the
+way an engine's prefix cache shares KV blocks (vLLM chains its block hashes the same way). A
+conversation's next turn repeats the previous turns, so it shares their blocks; a customer's
+system prompt is the first blocks of each of its requests. The trailing partial block is not
+hashed: engines cache only full blocks.
+
+**Key.** The system (or developer) message when there is one, else the prompt's first
+``prefix_bytes`` bytes: the listener classifier's notion of a template (docs/routing.md). It
+only breaks ties, spreading new templates over servers by weight.
+
+Tokens are estimated as bytes / 4 (the usual rule for English text with BPE tokenizers): the
+picker only compares servers with each other, so the rule's error cancels as long as it is the
+same for every request. Pure.
 """
 
 from __future__ import annotations
@@ -15,20 +25,25 @@ import hashlib
 import json
 from typing import Any, NamedTuple
 
-__all__ = ["BYTES_PER_TOKEN", "Prompt", "prefix_key", "read_prompt"]
+__all__ = ["BLOCK_BYTES", "BYTES_PER_TOKEN", "Prompt", "prefix_key", "read_prompt"]
 
 BYTES_PER_TOKEN = 4
+
+BLOCK_BYTES = 128
+"""Bytes per block of the prefix index: about 32 tokens, two of vLLM's 16-token blocks. Finer
+finds shared prefixes more exactly; coarser hashes less per request (a 12 KiB prompt is 96
+blocks, a few tens of microseconds)."""
 
 
 class Prompt(NamedTuple):
     """What one request asks of a server's prefill."""
 
     key: bytes
-    """16-byte key of the prefix (system message, else the first ``prefix_bytes`` bytes)."""
+    """16-byte key of the template (system message, else the first ``prefix_bytes`` bytes)."""
+    blocks: tuple[bytes, ...]
+    """Chained hashes of the prompt's full ``BLOCK_BYTES`` blocks, first block first."""
     tokens: float
     """Approximate prompt tokens: the prefill it costs a server with nothing cached."""
-    prefix_tokens: float
-    """Approximate tokens of the keyed prefix: what a server holding it does not prefill."""
 
 
 def _content_texts(content: Any) -> list[str]:
@@ -43,30 +58,44 @@ def _content_texts(content: Any) -> list[str]:
     return []
 
 
-def _texts(doc: dict[str, Any]) -> tuple[list[str], list[str]] | None:
-    """The prompt's texts and the system message's; ``None`` for no completion request."""
+def _texts(doc: dict[str, Any]) -> tuple[bytes, list[str], list[str]] | None:
+    """The rendered prompt, its texts and the system message's; ``None`` for no completion
+    request."""
     prompt = doc.get("prompt")
     if isinstance(prompt, str):
-        return [prompt], []
+        return prompt.encode(), [prompt], []
     if isinstance(prompt, list):
-        return [p for p in prompt if isinstance(p, str)], []
+        parts = [p for p in prompt if isinstance(p, str)]
+        return "".join(parts).encode(), parts, []
     messages = doc.get("messages")
     if not isinstance(messages, list):
         return None
+    rendered: list[str] = []
     texts: list[str] = []
     system: list[str] = []
     for message in messages:
         if not isinstance(message, dict):
             continue
         found = _content_texts(message.get("content"))
+        role = message.get("role")
+        rendered += [f"\x00{role}\x00", *found]
         texts += found
-        if message.get("role") in ("system", "developer"):
+        if role in ("system", "developer"):
             system += found
-    return texts, system
+    return "".join(rendered).encode(), texts, system
+
+
+def _blocks(rendered: bytes) -> tuple[bytes, ...]:
+    chain = hashlib.blake2b(digest_size=8)
+    out = []
+    for start in range(0, len(rendered) - BLOCK_BYTES + 1, BLOCK_BYTES):
+        chain.update(rendered[start : start + BLOCK_BYTES])
+        out.append(chain.copy().digest())
+    return tuple(out)
 
 
 def read_prompt(body: bytes, *, prefix_bytes: int) -> Prompt | None:
-    """``body``'s prefix key and size, or ``None`` when it is not a JSON completion or chat
+    """``body``'s blocks, key and size, or ``None`` when it is not a JSON completion or chat
     request (such a request gets no pick)."""
     try:
         doc = json.loads(body)
@@ -77,17 +106,16 @@ def read_prompt(body: bytes, *, prefix_bytes: int) -> Prompt | None:
     found = _texts(doc)
     if found is None:
         return None
-    texts, system = found
-    whole = sum(len(t.encode()) for t in texts)
-    prefix = "".join(system).encode() or "".join(texts).encode()[:prefix_bytes]
+    rendered, texts, system = found
+    template = "".join(system).encode() or "".join(texts).encode()[:prefix_bytes]
     return Prompt(
-        key=hashlib.blake2b(prefix, digest_size=16).digest(),
-        tokens=whole / BYTES_PER_TOKEN,
-        prefix_tokens=len(prefix) / BYTES_PER_TOKEN,
+        key=hashlib.blake2b(template, digest_size=16).digest(),
+        blocks=_blocks(rendered),
+        tokens=sum(len(t.encode()) for t in texts) / BYTES_PER_TOKEN,
     )
 
 
 def prefix_key(body: bytes, *, prefix_bytes: int) -> bytes | None:
-    """``body``'s prefix key alone (``read_prompt``'s), ``None`` for no completion request."""
+    """``body``'s template key alone (``read_prompt``'s), ``None`` for no completion request."""
     prompt = read_prompt(body, prefix_bytes=prefix_bytes)
     return None if prompt is None else prompt.key

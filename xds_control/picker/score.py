@@ -3,22 +3,29 @@
 Each healthy server gets the **expected time to first token** of the request there, in the
 unit "prompt tokens prefilled at the pool's fastest speed":
 
-    (tokens queued ahead of it + this request's uncached tokens) / speed
+    (tokens queued ahead of it + this request's uncached tokens + redone tokens) / speed
 
 - *queued*: what the server has yet to prefill before this request (the caller's estimate:
   the engine's waiting count plus the picker's own assignments since that reading);
-- *uncached*: the prompt, minus the prefix on the server the index says holds it;
+- *uncached*: the prompt, minus what the index says the server holds of it (its longest run
+  of the prompt's leading blocks);
+- *redone*: the part of the prompt the best holder has cached and this server has not: work
+  the pool would not do at all with the request on that holder. It counts a second time
+  because it is not only this request's wait: every request queued behind it on this server
+  waits for it too, and it loads a second copy of the prefix into this server's cache,
+  evicting others' (without it the picker moved a prefix off its holder for any saving in
+  this request's own wait, and lost more prefix hits than MAGLEV's hash);
 - *speed*: the engine's capacity factor (its capacity over the pool's best) times its
   warm-up ramp, so a slow GPU class or a server still warming up takes longer per token.
 
-The lowest cost goes first. So the server holding the prefix wins exactly when the prefill it
-saves is worth more than the queue it has over the others, and a long prompt goes to a fast
-server even past a short queue. A holder whose engine weight times ``affinity`` is below the
-best other server's loses its claim to the prefix: the weight also carries KV use, SLO and
-health, and a server the engine finds overloaded should not keep prefixes.
+The lowest cost goes first. So a server holding the prefix wins until its queue outweighs
+twice the prefill it saves, and a long prompt goes to a fast server even past a short
+queue. A holder whose engine weight times ``affinity`` is below the
+best server's loses its claim to the prefix: the weight also carries KV use, SLO and health,
+and a server the engine finds overloaded should not keep prefixes.
 
-Equal costs (an idle pool, or a caller that knows no sizes) fall back to the holder, then
-**weighted rendezvous hashing** on the prefix key: every server gets ``-weight / ln(u)`` with
+Equal costs (an idle pool, or a caller that knows no sizes) fall back to the longest holder,
+then **weighted rendezvous hashing** on the template key: every server gets ``-weight / ln(u)`` with
 ``u`` a uniform hash of (key, address), highest first. A new prefix then lands on a server
 with probability proportional to its weight (the engine's split, like MAGLEV's), the same
 prefix lands on the same server while weights hold, and a server that leaves moves only its
@@ -32,7 +39,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-__all__ = ["Candidate", "costs", "rank", "uncached_tokens"]
+__all__ = ["Candidate", "costs", "rank"]
 
 _MIN_SPEED = 1e-3
 """A server the engine rates at nearly nothing is 1000x slower, not infinitely slow."""
@@ -65,38 +72,35 @@ def _rendezvous(key: bytes, candidate: Candidate) -> float:
     return -candidate.weight / math.log(_draw(key, candidate.address))
 
 
-def _holds(healthy: Sequence[Candidate], holder: str | None, affinity: float) -> str | None:
-    """``holder`` if it keeps its claim to the prefix: healthy, and its weight times
-    ``affinity`` at least the best other server's."""
-    held = next((c for c in healthy if c.address == holder), None)
-    if held is None:
-        return None
-    best_other = max((c.weight for c in healthy if c is not held), default=0)
-    return held.address if held.weight * affinity >= best_other else None
-
-
-def uncached_tokens(*, tokens: float, prefix_tokens: float, holds: bool) -> float:
-    """What a server prefills for a request of ``tokens``: all of it, or, when it ``holds``
-    the request's prefix, the part past the ``prefix_tokens`` it has cached."""
-    return max(0.0, tokens - prefix_tokens) if holds else tokens
+def _claims(
+    healthy: Sequence[Candidate], cached: Mapping[str, float], affinity: float
+) -> dict[str, float]:
+    """``cached`` for the holders that keep their claim: weight times ``affinity`` at least the
+    best healthy server's."""
+    best = max((c.weight for c in healthy), default=0)
+    return {
+        c.address: cached[c.address]
+        for c in healthy
+        if c.address in cached and c.weight * affinity >= best
+    }
 
 
 def costs(
     candidates: Sequence[Candidate],
     *,
-    holder: str | None,
     tokens: float,
-    prefix_tokens: float,
+    cached: Mapping[str, float],
     queued: Mapping[str, float],
 ) -> dict[str, float]:
-    """Address -> expected time to first token (in tokens at the fastest speed) of a request
-    of ``tokens`` whose first ``prefix_tokens`` are cached on ``holder`` only."""
+    """Address -> cost (in tokens at the fastest speed) of a request of ``tokens`` of which
+    ``cached[address]`` are cached there: its expected time to first token, plus the prefill
+    it redoes that the best holder would not."""
+    best = min(tokens, max(cached.values(), default=0.0))
     out = {}
     for c in candidates:
-        uncached = uncached_tokens(
-            tokens=tokens, prefix_tokens=prefix_tokens, holds=c.address == holder
-        )
-        out[c.address] = (queued.get(c.address, 0.0) + uncached) / max(c.speed, _MIN_SPEED)
+        held = min(tokens, cached.get(c.address, 0.0))
+        work = queued.get(c.address, 0.0) + (tokens - held) + (best - held)
+        out[c.address] = work / max(c.speed, _MIN_SPEED)
     return out
 
 
@@ -104,25 +108,26 @@ def rank(
     candidates: Sequence[Candidate],
     *,
     key: bytes,
-    holder: str | None,
     affinity: float,
     count: int,
+    cached: Mapping[str, float] | None = None,
     tokens: float = 0.0,
-    prefix_tokens: float = 0.0,
     queued: Mapping[str, float] | None = None,
 ) -> list[str]:
     """Up to ``count`` addresses of healthy ``candidates``, best first, for a request of
-    ``tokens`` whose prefix is ``key`` (``prefix_tokens`` long) and last went to ``holder``
-    (``None``: unknown), with ``queued`` tokens ahead on each server. Without sizes (the
-    defaults) every cost is 0: holder, then rendezvous. Empty when no server is healthy: the
-    caller then names none and Envoy's fallback policy decides."""
+    ``tokens`` with template ``key``, of which ``cached[address]`` tokens are cached there,
+    with ``queued`` tokens ahead on each server. Without sizes (the defaults) every cost is 0:
+    the longest holder, then rendezvous. Empty when no server is healthy: the caller then
+    names none and Envoy's fallback policy decides."""
     healthy = [c for c in candidates if c.healthy and c.weight > 0]
-    held = _holds(healthy, holder, affinity)
-    cost = costs(
-        healthy, holder=held, tokens=tokens, prefix_tokens=prefix_tokens, queued=queued or {}
-    )
+    claimed = _claims(healthy, cached or {}, affinity)
+    cost = costs(healthy, tokens=tokens, cached=claimed, queued=queued or {})
     ordered = sorted(
         healthy,
-        key=lambda c: (cost[c.address], c.address != held, -_rendezvous(key, c)),
+        key=lambda c: (
+            cost[c.address],
+            -claimed.get(c.address, 0.0),
+            -_rendezvous(key, c),
+        ),
     )
     return [c.address for c in ordered[:count]]

@@ -122,7 +122,7 @@ def test_a_failing_pick_is_no_pick() -> None:
 def test_a_prefix_stays_where_it_went_when_weights_move() -> None:
     state = _State(_config({"address": "127.0.0.1:9100", "affinity": 4}), [10, 10, 10])
     picker = state.picker()
-    prompts = [f"system prompt {i}" for i in range(30)]
+    prompts = [f"system prompt {i}: " + "be helpful " * 40 for i in range(30)]
     first = {p: picker.pick(pool="chat", body=_body(p))[0] for p in prompts}
     state.reweigh([30, 30, 30])  # same split, new tuples: a fresh engine cycle
     holder = first[prompts[0]]
@@ -147,6 +147,9 @@ def test_requests_in_flight_queue_on_their_server_until_they_end() -> None:
     assert sorted(first) == sorted(ADDRESSES)
     for n in (1, 2):
         picker.end(pool="chat", request=n)
-    # Request 0 still runs: its prompt again (cached there) goes elsewhere, as the prefill
-    # it would save (64 of 203 tokens) is less than the 203 queued ahead of it.
-    assert picker.pick(pool="chat", body=body(0), request=3)[0] != first[0]
+    # Request 0 still runs: a new prompt goes elsewhere, past its 203 queued tokens.
+    assert picker.pick(pool="chat", body=body(3), request=3)[0] != first[0]
+    picker.end(pool="chat", request=3)
+    # Its own prompt again goes back: the 192 of 203 tokens cached there (all but the last
+    # partial block) would be prefilled again anywhere else, worth more than its queue.
+    assert picker.pick(pool="chat", body=body(0), request=4)[0] == first[0]

@@ -1,5 +1,5 @@
-"""The prefix key: the system message, else the prompt's first bytes; none for a body that is
-no completion request."""
+"""The template key (the system message, else the prompt's first bytes), the chain of block
+hashes, the size; nothing for a body that is no completion request."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from xds_control.picker.prefix import prefix_key, read_prompt
+from xds_control.picker.prefix import BLOCK_BYTES, Prompt, prefix_key, read_prompt
 
 
 def _key(doc: object, prefix_bytes: int = 8) -> bytes | None:
@@ -40,11 +40,35 @@ def test_no_key_for_what_is_no_completion_request(body: bytes) -> None:
     assert prefix_key(body, prefix_bytes=8) is None
 
 
-def test_size_of_the_prompt_and_of_its_cacheable_prefix() -> None:
-    body = json.dumps(_chat("s" * 400, "u" * 40)).encode()
-    prompt = read_prompt(body, prefix_bytes=8)
+def _prompt(doc: object) -> Prompt:
+    prompt = read_prompt(json.dumps(doc).encode(), prefix_bytes=8)
     assert prompt is not None
-    assert (prompt.tokens, prompt.prefix_tokens) == (110, 100)  # 4 bytes a token
-    bare = read_prompt(json.dumps({"prompt": "p" * 400}).encode(), prefix_bytes=8)
-    assert bare is not None
-    assert (bare.tokens, bare.prefix_tokens) == (100, 2)  # only the keyed bytes count as cached
+    return prompt
+
+
+def test_size_in_tokens() -> None:
+    assert _prompt(_chat("s" * 400, "u" * 40)).tokens == 110  # 4 bytes a token
+    assert _prompt({"prompt": "p" * 400}).tokens == 100
+
+
+def test_blocks_are_shared_exactly_as_far_as_the_prompts_are() -> None:
+    system = "s" * (3 * BLOCK_BYTES)
+    one = _prompt(_chat(system, "first question " * 20)).blocks
+    two = _prompt(_chat(system, "other question " * 20)).blocks
+    shared = next(i for i, (a, b) in enumerate(zip(one, two, strict=False)) if a != b)
+    assert (
+        shared == 3
+    )  # the blocks wholly within the system message; the fourth reaches the question
+    assert len(_prompt(_chat(None, "x" * (BLOCK_BYTES - 10))).blocks) == 0  # no full block
+
+
+def test_a_conversations_next_turn_shares_the_previous_turns_blocks() -> None:
+    turn = [{"role": "user", "content": "tell me about caches " * 30}]
+    first = _prompt({"messages": turn}).blocks
+    turn += [
+        {"role": "assistant", "content": "they keep what was computed " * 20},
+        {"role": "user", "content": "and then?"},
+    ]
+    second = _prompt({"messages": turn}).blocks
+    assert second[: len(first)] == first
+    assert len(second) > len(first)

@@ -1,31 +1,35 @@
-"""The prefix index stays within its bound, forgetting the least recently used first."""
+"""The prefix index: each server's longest run of a prompt's leading blocks, a few holders per
+block, bounded, the least recently used blocks forgotten first."""
 
 from __future__ import annotations
 
-from xds_control.picker.index import PrefixIndex
+from xds_control.picker.index import HOLDERS, PrefixIndex
+
+
+def test_each_server_matches_its_longest_run_of_leading_blocks() -> None:
+    index = PrefixIndex(capacity=100)
+    index.put([b"s1", b"s2", b"q1"], "a")
+    index.put([b"s1", b"s2", b"q2", b"q3"], "b")
+    assert index.matched([b"s1", b"s2", b"q2", b"q3", b"q4"]) == {"a": 2, "b": 4}
+    assert index.matched([b"s1", b"x", b"q2"]) == {"a": 1, "b": 1}  # a block differs: stop
+    assert index.matched([b"x", b"s1"]) == {}  # no shared first block, nothing shared
+
+
+def test_a_block_keeps_its_most_recent_holders() -> None:
+    index = PrefixIndex(capacity=100)
+    servers = [f"10.0.0.{i}:80" for i in range(HOLDERS + 1)]
+    for server in servers:
+        index.put([b"system"], server)
+    index.put([b"system"], servers[1])  # used again: most recent, not forgotten next
+    index.put([b"system"], "10.0.0.9:80")
+    assert set(index.matched([b"system"])) == {servers[1], *servers[-2:], "10.0.0.9:80"}
 
 
 def test_bounded_least_recently_used_first() -> None:
     index = PrefixIndex(capacity=3)
-    for key in (b"a", b"b", b"c"):
-        index.put(key, "10.0.0.1:80")
-    assert index.get(b"a") == "10.0.0.1:80"  # a is now the most recent
-    index.put(b"d", "10.0.0.2:80")
+    index.put([b"a", b"b", b"c"], "10.0.0.1:80")
+    assert index.matched([b"a"]) == {"10.0.0.1:80": 1}  # a is now the most recent
+    index.put([b"d"], "10.0.0.2:80")
     assert len(index) == 3
-    assert index.get(b"b") is None
-    assert [index.get(k) for k in (b"a", b"c", b"d")] == [
-        "10.0.0.1:80",
-        "10.0.0.1:80",
-        "10.0.0.2:80",
-    ]
-
-
-def test_put_moves_a_prefix_and_forget_drops_a_server() -> None:
-    index = PrefixIndex(capacity=10)
-    index.put(b"a", "10.0.0.1:80")
-    index.put(b"a", "10.0.0.2:80")
-    index.put(b"b", "10.0.0.1:80")
-    assert index.get(b"a") == "10.0.0.2:80"
-    index.forget("10.0.0.1:80")
-    assert index.get(b"b") is None
-    assert len(index) == 1
+    assert index.matched([b"b"]) == {}
+    assert index.matched([b"d"]) == {"10.0.0.2:80": 1}

@@ -1,5 +1,5 @@
-"""Ranking: weighted rendezvous on the prefix key, the index's holder first unless the engine
-finds it far worse than the best other server."""
+"""Ranking: weighted rendezvous on the template key, a server holding the prompt's prefix first
+unless the engine finds it far worse than the best server."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ def _fleet(*weights: int) -> list[Candidate]:
 
 
 def _first(candidates: list[Candidate], key: bytes, holder: str | None = None) -> str:
-    return rank(candidates, key=key, holder=holder, affinity=4.0, count=1)[0]
+    cached = {} if holder is None else {holder: 100.0}
+    return rank(candidates, key=key, cached=cached, affinity=4.0, count=1)[0]
 
 
 def test_same_prefix_same_server_and_fallbacks_are_distinct() -> None:
     fleet = _fleet(10, 10, 10, 10)
-    order = rank(fleet, key=b"k", holder=None, affinity=4.0, count=3)
-    assert order == rank(fleet, key=b"k", holder=None, affinity=4.0, count=3)
+    order = rank(fleet, key=b"k", affinity=4.0, count=3)
+    assert order == rank(fleet, key=b"k", affinity=4.0, count=3)
     assert len(order) == len(set(order)) == 3
 
 
@@ -55,30 +56,21 @@ def test_holder_first_unless_the_engine_finds_it_much_worse() -> None:
 def test_only_healthy_servers_are_named() -> None:
     fleet = _fleet(10, 10, 10)
     sick = [fleet[0], fleet[1]._replace(healthy=False), fleet[2]._replace(healthy=False)]
-    assert rank(sick, key=b"k", holder=fleet[1].address, affinity=4.0, count=3) == [
-        fleet[0].address
-    ]
+    cached = {fleet[1].address: 100.0}
+    assert rank(sick, key=b"k", cached=cached, affinity=4.0, count=3) == [fleet[0].address]
     none = [c._replace(healthy=False) for c in fleet]
-    assert rank(none, key=b"k", holder=None, affinity=4.0, count=3) == []
+    assert rank(none, key=b"k", affinity=4.0, count=3) == []
 
 
 def _sized(
     fleet: list[Candidate],
     *,
     tokens: float,
-    prefix_tokens: float = 0.0,
+    cached: dict[str, float] | None = None,
     queued: dict[str, float] | None = None,
-    holder: str | None = None,
 ) -> str:
     return rank(
-        fleet,
-        key=b"k",
-        holder=holder,
-        affinity=4.0,
-        count=1,
-        tokens=tokens,
-        prefix_tokens=prefix_tokens,
-        queued=queued or {},
+        fleet, key=b"k", affinity=4.0, count=1, tokens=tokens, cached=cached, queued=queued
     )[0]
 
 
@@ -99,19 +91,31 @@ def test_the_holder_wins_when_its_saving_beats_its_queue() -> None:
         return _sized(
             [holder, other],
             tokens=2100.0,
-            prefix_tokens=2000.0,
-            holder=holder.address,
+            cached={holder.address: 2000.0},
             queued={holder.address: queued},
         )
 
-    # Holder: 1500 queued + 100 uncached = 1600 < 2100 on the idle other.
-    assert first(1500.0) == holder.address
-    # 2500 queued + 100 > 2100: the queue costs more than the prefill saved.
-    assert first(2500.0) == other.address
+    # The idle other: 2100 uncached + 2000 redone = 4100. Holder: 3900 queued + 100 uncached.
+    assert first(3900.0) == holder.address
+    # 4100 queued + 100 > 4100: the queue costs more than twice the prefill saved.
+    assert first(4100.0) == other.address
 
 
 def test_costs_are_queue_plus_uncached_over_speed() -> None:
     a, b = _fleet(50, 50)
     b = b._replace(speed=0.5)
-    got = costs([a, b], holder=b.address, tokens=300, prefix_tokens=200, queued={a.address: 50.0})
-    assert got == {a.address: 350.0, b.address: 200.0}
+    got = costs([a, b], tokens=300, cached={b.address: 200.0}, queued={a.address: 50.0})
+    # a: 50 queued + 300 uncached + the 200 b holds, redone; b: 100 uncached at half speed.
+    assert got == {a.address: 550.0, b.address: 200.0}
+
+
+def test_the_server_holding_more_of_the_prompt_wins() -> None:
+    short, long, idle = _fleet(50, 50, 50)
+    cached = {short.address: 500.0, long.address: 1500.0}
+    # Both holders queue 400. Long: 400 + 500 uncached = 900; short: 400 + 1500 + the 1000
+    # it redoes = 2900; idle: 2000 + 1500 = 3500.
+    queued = {short.address: 400.0, long.address: 400.0}
+    assert _sized([short, long, idle], tokens=2000, cached=cached, queued=queued) == long.address
+    # The long holder's queue grows past what its longer hit saves: the short holder next.
+    queued[long.address] = 3000.0
+    assert _sized([short, long, idle], tokens=2000, cached=cached, queued=queued) == short.address
