@@ -8,8 +8,11 @@ simulator's memory), and it bypasses Envoy, so its latency lacks Envoy's hop.
 
 The estimate is the simulator's own cost model (``Profile``): the server's queued prompt
 tokens plus this request's uncached ones, prefilled in steps of ``max_prefill_tokens``, each
-step also paying a decode step for the running batch; times the server's slowdown. A server
-whose next decode step would break the TPOT objective is chosen only if every server would.
+step also paying a decode step for the running batch; times the server's slowdown. To it
+goes the rule the product's picker follows (docs/picker.md): the prefill this server would
+redo that the server with the longest cached prefix would not counts a second time (every
+request behind it waits for it too). A server whose next decode step would break the TPOT
+objective is chosen only if every server would.
 """
 
 from __future__ import annotations
@@ -52,14 +55,25 @@ def estimate(view: ServerView, *, prompt_tokens: int) -> tuple[float, float]:
     return ttft * view.slowdown, p.decode_time(batch + 1) * view.slowdown
 
 
+def _redone_s(view: ServerView, *, best_hit: int, prompt_tokens: int) -> float:
+    """Seconds of prefill ``view`` would spend on what another server has cached."""
+    redone = min(best_hit, prompt_tokens) - min(view.hit_tokens, prompt_tokens)
+    return redone * view.profile.prefill_per_token_s * view.slowdown
+
+
 def pick(views: Sequence[ServerView], *, prompt_tokens: int, tpot_s: float) -> str:
-    """The server with the earliest first token among those that keep the TPOT objective
-    (all of them if none does); ties go to the first listed."""
+    """The server with the earliest first token, plus the prefill it redoes, among those
+    that keep the TPOT objective (all of them if none does); ties go to the first listed."""
     if not views:
         raise ValueError("no server to pick from")
-    scored = [(estimate(v, prompt_tokens=prompt_tokens), v.name) for v in views]
-    keeping = [s for s in scored if s[0][1] <= tpot_s] or scored
-    return min(keeping, key=lambda s: s[0][0])[1]
+    best_hit = max(v.hit_tokens for v in views)
+    scored = []
+    for v in views:
+        ttft, tpot = estimate(v, prompt_tokens=prompt_tokens)
+        redone = _redone_s(v, best_hit=best_hit, prompt_tokens=prompt_tokens)
+        scored.append((ttft + redone, tpot, v.name))
+    keeping = [s for s in scored if s[1] <= tpot_s] or scored
+    return min(keeping, key=lambda s: s[0])[2]
 
 
 class IdealRoute:

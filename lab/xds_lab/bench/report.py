@@ -196,8 +196,10 @@ def _notes(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list
         f"{rigor.get('min_requests', 0)} requests at the headline point). Cells with a range "
         "are the median [min-max] over seeds. A point whose simulator or load generator loop "
         f"lagged over {LAG_P99_LIMIT_S * 1000:.0f} ms at p99 is flagged and left out. "
-        "`ideal` (italics) routes with exact knowledge of every server's cache and queue, "
-        "straight to the server: it bypasses Envoy, and bounds what any routing could do.",
+        "`ideal` (italics) is the picker's rule with exact knowledge of every server's cache "
+        "and queue, straight to the server (no Envoy): what stale and approximate signals "
+        "cost the picker. It is greedy, one request at a time, so not a bound: a policy can "
+        "beat it.",
     ]
     flags = [f"- {r['policy']} at {r['load']:.0%}: {f}" for r in rows for f in r.get("flags", ())]
     if flags:

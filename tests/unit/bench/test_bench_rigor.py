@@ -149,6 +149,12 @@ def test_the_ideal_picker_takes_the_cached_or_the_shortest_queue() -> None:
     cached = _view("b", "vllm-h100", hit_tokens=1984, queued_tokens=1000)
     cold = _view("a", "vllm-h100")
     assert pick([cold, cached], prompt_tokens=2000, tpot_s=0.1) == "b"
+    # Its queue (3,000 tokens) costs more than the 1,984 tokens it saves this request, less
+    # than twice that: the prefill the cold server would redo counts twice, it stays.
+    longer = _view("b", "vllm-h100", hit_tokens=1984, queued_tokens=3000)
+    assert pick([cold, longer], prompt_tokens=2000, tpot_s=0.1) == "b"
+    longest = _view("b", "vllm-h100", hit_tokens=1984, queued_tokens=4000)
+    assert pick([cold, longest], prompt_tokens=2000, tpot_s=0.1) == "a"
     slowed = _view("a", "vllm-h100", slowdown=4.0)
     assert (
         pick([slowed, _view("b", "vllm-h100", queued_tokens=500)], prompt_tokens=500, tpot_s=0.1)
