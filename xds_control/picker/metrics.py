@@ -8,10 +8,10 @@ __all__ = ["PICKS", "PICK_SECONDS"]
 
 PICKS = Counter(
     "xds_control_picker_picks_total",
-    "Requests the picker answered, by pool and outcome: held (the server holding the prefix), "
-    "moved (a prefix held elsewhere, whose queue cost more than the prefill saved), placed (a "
-    "prefix the index did not know: the cheapest server), none (nothing to pick on: the fallback "
-    "policy decides), error (a failed pick, answered as none).",
+    "Requests the picker answered, by pool and outcome: held (a server holding some of the "
+    "prompt's blocks), moved (blocks held elsewhere, whose queue cost more than twice the "
+    "prefill saved), placed (no block known: the cheapest server), none (nothing to pick on: "
+    "the fallback policy decides), error (a failed pick, answered as none).",
     ["pool", "outcome"],
 )
 PICK_SECONDS = Histogram(
