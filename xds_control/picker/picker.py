@@ -15,7 +15,7 @@ from xds_control.picker.index import PrefixIndex
 from xds_control.picker.ledger import Ledger
 from xds_control.picker.metrics import PICKS
 from xds_control.picker.prefix import BLOCK_BYTES, BYTES_PER_TOKEN, Prompt, read_prompt
-from xds_control.picker.score import Candidate, costs, rank
+from xds_control.picker.score import Candidate, claims, costs, eligible, rank
 
 __all__ = ["ASSIGNMENT_MAX_AGE_S", "Picker", "queued_tokens"]
 
@@ -112,7 +112,14 @@ class Picker:
             state, pool=pool, prompt=prompt, cached=cached, chosen=chosen[0], request=request
         )
         if log.is_enabled_for(logging.DEBUG):  # the costs behind one pick, to explain it
-            self._explain(pool=pool, prompt=prompt, cached=cached, chosen=chosen, queued=queued)
+            self._explain(
+                pool=pool,
+                prompt=prompt,
+                cached=cached,
+                affinity=settings.affinity,
+                chosen=chosen,
+                queued=queued,
+            )
         return chosen
 
     def _record(
@@ -145,22 +152,25 @@ class Picker:
         pool: str,
         prompt: Prompt,
         cached: Mapping[str, float],
+        affinity: float,
         chosen: Sequence[str],
         queued: Mapping[str, float],
     ) -> None:
         candidates = self.fleet.candidates(pool)
+        healthy = eligible(candidates)
+        claimed = claims(healthy, cached, affinity)  # what the ranking credited
         log.debug(
             "pick",
             pool=pool,
             tokens=round(prompt.tokens),
-            cached={a: round(t) for a, t in cached.items()},
+            cached={a: round(t) for a, t in claimed.items()},
             chosen=list(chosen),
             speed={c.address: round(c.speed, 3) for c in candidates},
             queued={a: round(q) for a, q in queued.items()},
             cost={
                 a: round(v)
                 for a, v in costs(
-                    candidates, tokens=prompt.tokens, cached=cached, queued=queued
+                    healthy, tokens=prompt.tokens, cached=claimed, queued=queued
                 ).items()
             },
         )

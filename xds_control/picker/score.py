@@ -39,7 +39,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-__all__ = ["Candidate", "costs", "rank"]
+__all__ = ["Candidate", "claims", "costs", "eligible", "rank"]
 
 _MIN_SPEED = 1e-3
 """A server the engine rates at nearly nothing is 1000x slower, not infinitely slow."""
@@ -72,7 +72,12 @@ def _rendezvous(key: bytes, candidate: Candidate) -> float:
     return -candidate.weight / math.log(_draw(key, candidate.address))
 
 
-def _claims(
+def eligible(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The servers the picker may name: healthy, with a weight."""
+    return [c for c in candidates if c.healthy and c.weight > 0]
+
+
+def claims(
     healthy: Sequence[Candidate], cached: Mapping[str, float], affinity: float
 ) -> dict[str, float]:
     """``cached`` for the holders that keep their claim: weight times ``affinity`` at least the
@@ -119,8 +124,8 @@ def rank(
     with ``queued`` tokens ahead on each server. Without sizes (the defaults) every cost is 0:
     the longest holder, then rendezvous. Empty when no server is healthy: the caller then
     names none and Envoy's fallback policy decides."""
-    healthy = [c for c in candidates if c.healthy and c.weight > 0]
-    claimed = _claims(healthy, cached or {}, affinity)
+    healthy = eligible(candidates)
+    claimed = claims(healthy, cached or {}, affinity)
     cost = costs(healthy, tokens=tokens, cached=claimed, queued=queued or {})
     ordered = sorted(
         healthy,

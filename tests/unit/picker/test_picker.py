@@ -4,8 +4,11 @@ prefix where it went when weights move, and no pick whenever there is nothing to
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 
+import structlog
+import structlog.testing
 import yaml
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext
 from prometheus_client import REGISTRY
@@ -153,3 +156,25 @@ def test_requests_in_flight_queue_on_their_server_until_they_end() -> None:
     # Its own prompt again goes back: the 192 of 203 tokens cached there (all but the last
     # partial block) would be prefilled again anywhere else, worth more than its queue.
     assert picker.pick(pool="chat", body=body(0), request=4)[0] == first[0]
+
+
+def test_the_debug_log_explains_a_pick_with_what_the_ranking_credited() -> None:
+    state = _State(_config({"address": "127.0.0.1:9100", "affinity": 2}), [10, 10, 10])
+    picker = state.picker()
+    body = _body("a long system prompt " * 40)
+    holder = picker.pick(pool="chat", body=body)[0]
+    # The holder's weight x affinity (10 x 2) falls below the best (40): its cache is not
+    # credited, and the explanation says so instead of showing the index's raw match.
+    state.reweigh([10 if a == holder else 40 for a in ADDRESSES])
+    before = structlog.get_config()
+    try:
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+        with structlog.testing.capture_logs() as logs:
+            chosen = picker.pick(pool="chat", body=body)
+    finally:
+        structlog.configure(**before)
+    [pick] = [e for e in logs if e["event"] == "pick"]
+    assert chosen[0] != holder
+    assert pick["cached"] == {}
+    assert pick["chosen"] == chosen
+    assert set(pick["cost"]) == set(ADDRESSES)
