@@ -15,7 +15,7 @@ from xds_control.picker.index import PrefixIndex
 from xds_control.picker.ledger import Ledger
 from xds_control.picker.metrics import PICKS
 from xds_control.picker.prefix import BLOCK_BYTES, BYTES_PER_TOKEN, Prompt, read_prompt
-from xds_control.picker.score import Candidate, claims, costs, eligible, rank
+from xds_control.picker.score import Candidate, Ranking, rank, uncached_tokens
 
 __all__ = ["ASSIGNMENT_MAX_AGE_S", "Picker", "queued_tokens"]
 
@@ -65,7 +65,7 @@ class Picker:
 
     def _rank(
         self, state: _Pool, *, pool: str, prompt: Prompt, cached: Mapping[str, float], count: int
-    ) -> tuple[list[str], Mapping[str, float]]:
+    ) -> tuple[Ranking, Sequence[Candidate], Mapping[str, float]]:
         settings = self.fleet.picker(pool)
         assert settings is not None
         candidates = self.fleet.candidates(pool)
@@ -74,7 +74,7 @@ class Picker:
             since={c.address: c.observed_at for c in candidates}, now=now
         )
         queued = queued_tokens(candidates, pending=pending, mean_tokens=state.mean_tokens)
-        chosen = rank(
+        ranking = rank(
             candidates,
             key=prompt.key,
             affinity=settings.affinity,
@@ -83,7 +83,7 @@ class Picker:
             tokens=prompt.tokens,
             queued=queued,
         )
-        return chosen, queued
+        return ranking, candidates, queued
 
     def pick(self, *, pool: str, body: bytes, request: Hashable | None = None) -> list[str]:
         """Addresses for a request to ``pool`` with ``body``, best first; empty when there is
@@ -102,9 +102,10 @@ class Picker:
             address: min(prompt.tokens, blocks * BLOCK_BYTES / BYTES_PER_TOKEN)
             for address, blocks in state.index.matched(prompt.blocks).items()
         }
-        chosen, queued = self._rank(
+        ranking, candidates, queued = self._rank(
             state, pool=pool, prompt=prompt, cached=cached, count=1 + settings.fallbacks
         )
+        chosen = ranking.order
         if not chosen:
             PICKS.labels(pool=pool, outcome="none").inc()
             return []
@@ -112,13 +113,15 @@ class Picker:
             state, pool=pool, prompt=prompt, cached=cached, chosen=chosen[0], request=request
         )
         if log.is_enabled_for(logging.DEBUG):  # the costs behind one pick, to explain it
-            self._explain(
+            log.debug(
+                "pick",
                 pool=pool,
-                prompt=prompt,
-                cached=cached,
-                affinity=settings.affinity,
-                chosen=chosen,
-                queued=queued,
+                tokens=round(prompt.tokens),
+                cached={a: round(t) for a, t in ranking.cached.items()},
+                chosen=list(chosen),
+                speed={c.address: round(c.speed, 3) for c in candidates},
+                queued={a: round(q) for a, q in queued.items()},
+                cost={a: round(v) for a, v in ranking.cost.items()},
             )
         return chosen
 
@@ -136,7 +139,7 @@ class Picker:
         state.ledger.add(
             object() if request is None else request,
             address=chosen,
-            tokens=prompt.tokens - cached.get(chosen, 0.0),
+            tokens=uncached_tokens(tokens=prompt.tokens, cached=cached.get(chosen, 0.0)),
             now=self.clock(),
         )
         mean = state.mean_tokens
@@ -145,35 +148,6 @@ class Picker:
         )
         outcome = "held" if chosen in cached else "moved" if cached else "placed"
         PICKS.labels(pool=pool, outcome=outcome).inc()
-
-    def _explain(
-        self,
-        *,
-        pool: str,
-        prompt: Prompt,
-        cached: Mapping[str, float],
-        affinity: float,
-        chosen: Sequence[str],
-        queued: Mapping[str, float],
-    ) -> None:
-        candidates = self.fleet.candidates(pool)
-        healthy = eligible(candidates)
-        claimed = claims(healthy, cached, affinity)  # what the ranking credited
-        log.debug(
-            "pick",
-            pool=pool,
-            tokens=round(prompt.tokens),
-            cached={a: round(t) for a, t in claimed.items()},
-            chosen=list(chosen),
-            speed={c.address: round(c.speed, 3) for c in candidates},
-            queued={a: round(q) for a, q in queued.items()},
-            cost={
-                a: round(v)
-                for a, v in costs(
-                    healthy, tokens=prompt.tokens, cached=claimed, queued=queued
-                ).items()
-            },
-        )
 
     def end(self, *, pool: str, request: Hashable) -> None:
         """``request`` (as passed to ``pick``) is over: its prefill no longer queues."""

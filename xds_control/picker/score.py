@@ -37,9 +37,10 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["Candidate", "claims", "costs", "eligible", "rank"]
+__all__ = ["Candidate", "Ranking", "costs", "rank", "uncached_tokens"]
 
 _MIN_SPEED = 1e-3
 """A server the engine rates at nearly nothing is 1000x slower, not infinitely slow."""
@@ -72,12 +73,7 @@ def _rendezvous(key: bytes, candidate: Candidate) -> float:
     return -candidate.weight / math.log(_draw(key, candidate.address))
 
 
-def eligible(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """The servers the picker may name: healthy, with a weight."""
-    return [c for c in candidates if c.healthy and c.weight > 0]
-
-
-def claims(
+def _claims(
     healthy: Sequence[Candidate], cached: Mapping[str, float], affinity: float
 ) -> dict[str, float]:
     """``cached`` for the holders that keep their claim: weight times ``affinity`` at least the
@@ -88,6 +84,12 @@ def claims(
         for c in healthy
         if c.address in cached and c.weight * affinity >= best
     }
+
+
+def uncached_tokens(*, tokens: float, cached: float) -> float:
+    """What a server prefills of a prompt of ``tokens`` when it holds ``cached`` tokens of it:
+    the rest (none when the index credits more than the prompt)."""
+    return tokens - min(tokens, cached)
 
 
 def costs(
@@ -104,9 +106,22 @@ def costs(
     out = {}
     for c in candidates:
         held = min(tokens, cached.get(c.address, 0.0))
-        work = queued.get(c.address, 0.0) + (tokens - held) + (best - held)
+        uncached = uncached_tokens(tokens=tokens, cached=held)
+        work = queued.get(c.address, 0.0) + uncached + (best - held)
         out[c.address] = work / max(c.speed, _MIN_SPEED)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """One request's order of servers and the figures it was decided by."""
+
+    order: list[str]
+    """Up to ``count`` addresses, best first; empty when no server is healthy."""
+    cached: dict[str, float]
+    """Address -> tokens credited as cached there (holders that kept their claim)."""
+    cost: dict[str, float]
+    """Address -> cost of every healthy server (``costs``)."""
 
 
 def rank(
@@ -118,14 +133,15 @@ def rank(
     cached: Mapping[str, float] | None = None,
     tokens: float = 0.0,
     queued: Mapping[str, float] | None = None,
-) -> list[str]:
+) -> Ranking:
     """Up to ``count`` addresses of healthy ``candidates``, best first, for a request of
     ``tokens`` with template ``key``, of which ``cached[address]`` tokens are cached there,
-    with ``queued`` tokens ahead on each server. Without sizes (the defaults) every cost is 0:
-    the longest holder, then rendezvous. Empty when no server is healthy: the caller then
-    names none and Envoy's fallback policy decides."""
-    healthy = eligible(candidates)
-    claimed = claims(healthy, cached or {}, affinity)
+    with ``queued`` tokens ahead on each server, and the credit and costs that decided it.
+    Without sizes (the defaults) every cost is 0: the longest holder, then rendezvous. The
+    order is empty when no server is healthy: the caller then names none and Envoy's
+    fallback policy decides."""
+    healthy = [c for c in candidates if c.healthy and c.weight > 0]
+    claimed = _claims(healthy, cached or {}, affinity)
     cost = costs(healthy, tokens=tokens, cached=claimed, queued=queued or {})
     ordered = sorted(
         healthy,
@@ -135,4 +151,4 @@ def rank(
             -_rendezvous(key, c),
         ),
     )
-    return [c.address for c in ordered[:count]]
+    return Ranking(order=[c.address for c in ordered[:count]], cached=claimed, cost=cost)

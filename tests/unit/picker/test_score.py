@@ -16,13 +16,13 @@ def _fleet(*weights: int) -> list[Candidate]:
 
 def _first(candidates: list[Candidate], key: bytes, holder: str | None = None) -> str:
     cached = {} if holder is None else {holder: 100.0}
-    return rank(candidates, key=key, cached=cached, affinity=4.0, count=1)[0]
+    return rank(candidates, key=key, cached=cached, affinity=4.0, count=1).order[0]
 
 
 def test_same_prefix_same_server_and_fallbacks_are_distinct() -> None:
     fleet = _fleet(10, 10, 10, 10)
-    order = rank(fleet, key=b"k", affinity=4.0, count=3)
-    assert order == rank(fleet, key=b"k", affinity=4.0, count=3)
+    order = rank(fleet, key=b"k", affinity=4.0, count=3).order
+    assert order == rank(fleet, key=b"k", affinity=4.0, count=3).order
     assert len(order) == len(set(order)) == 3
 
 
@@ -57,9 +57,9 @@ def test_only_healthy_servers_are_named() -> None:
     fleet = _fleet(10, 10, 10)
     sick = [fleet[0], fleet[1]._replace(healthy=False), fleet[2]._replace(healthy=False)]
     cached = {fleet[1].address: 100.0}
-    assert rank(sick, key=b"k", cached=cached, affinity=4.0, count=3) == [fleet[0].address]
+    assert rank(sick, key=b"k", cached=cached, affinity=4.0, count=3).order == [fleet[0].address]
     none = [c._replace(healthy=False) for c in fleet]
-    assert rank(none, key=b"k", affinity=4.0, count=3) == []
+    assert rank(none, key=b"k", affinity=4.0, count=3).order == []
 
 
 def _sized(
@@ -71,7 +71,7 @@ def _sized(
 ) -> str:
     return rank(
         fleet, key=b"k", affinity=4.0, count=1, tokens=tokens, cached=cached, queued=queued
-    )[0]
+    ).order[0]
 
 
 def test_a_long_prompt_goes_to_the_fast_server_past_a_short_queue() -> None:
