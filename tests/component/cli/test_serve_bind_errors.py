@@ -9,23 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from configs import ONE_POOL
 from xds_lab.harness.ports import free_port
-
-CONFIG = """\
-pools:
-  - name: chat
-    endpoints: [{address: 127.0.0.1:8001}]
-listeners:
-  - name: gateway
-    address: 127.0.0.1:10000
-    routes: [{name: all, pool: chat}]
-"""
 
 
 @pytest.mark.parametrize("flag", ["--xds-address", "--admin-address"])
 def test_a_taken_port_is_one_clear_line(tmp_path: Path, flag: str) -> None:
     config = tmp_path / "config.yaml"
-    config.write_text(CONFIG)
+    config.write_text(ONE_POOL)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

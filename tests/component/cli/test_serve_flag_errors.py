@@ -6,15 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-GOOD = """\
-pools:
-  - name: chat
-    endpoints: [{address: 127.0.0.1:8001, weight: 10}]
-listeners:
-  - name: gateway
-    address: 127.0.0.1:10000
-    routes: [{name: all, pool: chat}]
-"""
+from configs import ONE_POOL
 
 
 def serve(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,7 +21,7 @@ def serve(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_bad_flag_is_named_as_the_flag_not_the_config_file(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    path.write_text(GOOD)
+    path.write_text(ONE_POOL)
     result = serve("--config", str(path), "--xds-address", "nowhere", "--admin-address", "1.2.3")
     assert result.returncode == 2, result
     lines = result.stderr.splitlines()
@@ -40,7 +32,7 @@ def test_a_bad_flag_is_named_as_the_flag_not_the_config_file(tmp_path: Path) -> 
 
 def test_bad_flags_and_a_bad_file_are_each_reported_under_their_name(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    path.write_bytes(GOOD.encode() + b"# \xff\n")
+    path.write_bytes(ONE_POOL.encode() + b"# \xff\n")
     result = serve("--config", str(path), "--xds-address", "nowhere")
     assert result.returncode == 2, result
     assert "--xds-address: " in result.stderr

@@ -8,26 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from configs import ONE_POOL
 from xds_lab.harness.ports import free_port
 
-GOOD = """\
-pools:
-  - name: chat
-    endpoints: [{address: 127.0.0.1:8001, weight: 10}]
-listeners:
-  - name: gateway
-    address: 127.0.0.1:10000
-    routes: [{name: all, pool: chat}]
-"""
-
 BAD = {
-    "missing pool": (GOOD.replace("pool: chat", "pool: gpu"), "listeners[0].routes[0].pool"),
+    "missing pool": (ONE_POOL.replace("pool: chat", "pool: gpu"), "listeners[0].routes[0].pool"),
     "duplicate": (
-        GOOD.replace("listeners:", "  - {name: chat, endpoints: []}\nlisteners:"),
+        ONE_POOL.replace("listeners:", "  - {name: chat, endpoints: []}\nlisteners:"),
         "pools[1].name",
     ),
-    "bad address": (GOOD.replace("127.0.0.1:8001", "localhost:8001"), "endpoints[0].address"),
-    "weight 0": (GOOD.replace("weight: 10", "weight: 0"), "pools[0].endpoints[0].weight"),
+    "bad address": (ONE_POOL.replace("127.0.0.1:8001", "localhost:8001"), "endpoints[0].address"),
+    "weight 0": (ONE_POOL.replace("weight: 10", "weight: 0"), "pools[0].endpoints[0].weight"),
     "empty file": ("", "the file is empty"),
     "not yaml": ("pools: [\n  {{{", "not valid YAML"),
 }
@@ -55,7 +46,7 @@ def test_validate_names_the_field_and_exits_2(case: str, tmp_path: Path) -> None
 
 def test_validate_accepts_a_good_config(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    path.write_text(GOOD)
+    path.write_text(ONE_POOL)
     result = run("validate", "--config", str(path))
     assert result.returncode == 0, result.stderr
     assert "valid: 1 pools, 1 listeners, 1 routes, 1 endpoints" in result.stdout
@@ -65,7 +56,7 @@ def test_validate_checks_the_endpoints_file(tmp_path: Path) -> None:
     (tmp_path / "eps.yaml").write_text("endpoints:\n  - {address: 127.0.0.1:1, weight: 101}\n")
     path = tmp_path / "config.yaml"
     path.write_text(
-        GOOD.replace(
+        ONE_POOL.replace(
             "endpoints: [{address: 127.0.0.1:8001, weight: 10}]", "endpoints_file: eps.yaml"
         )
     )

@@ -8,27 +8,19 @@ from pathlib import Path
 
 from envoy.config.endpoint.v3 import endpoint_pb2
 
+from configs import ONE_POOL
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import load_config
 from xds_control.control import ControlLoop
 from xds_control.xds import Snapshot
 from xds_control.xds import type_urls as urls
 
-CONFIG = """\
-pools:
-  - name: chat
-    endpoints: [{address: 127.0.0.1:8001, weight: 10}]
-listeners:
-  - name: gateway
-    address: 127.0.0.1:10000
-    routes: [{name: all, pool: chat}]
-"""
-TWO_ENDPOINTS = CONFIG.replace(
+TWO_ENDPOINTS = ONE_POOL.replace(
     "[{address: 127.0.0.1:8001, weight: 10}]",
     "[{address: 127.0.0.1:8001, weight: 10}, {address: 127.0.0.1:8002, weight: 30}]",
 )
-BAD_WEIGHT = CONFIG.replace("weight: 10", "weight: 0")
-FROM_FILE = CONFIG.replace(
+BAD_WEIGHT = ONE_POOL.replace("weight: 10", "weight: 0")
+FROM_FILE = ONE_POOL.replace(
     "endpoints: [{address: 127.0.0.1:8001, weight: 10}]", "endpoints_file: eps.yaml"
 )
 
@@ -79,7 +71,7 @@ def eds(snapshot: Snapshot, pool: str) -> dict[str, int]:
 
 
 async def test_first_step_publishes_the_config(tmp_path: Path) -> None:
-    loop, cache, wakes = make_loop(tmp_path / "config.yaml", CONFIG)
+    loop, cache, wakes = make_loop(tmp_path / "config.yaml", ONE_POOL)
     assert cache.snapshot(DEFAULT_GROUP) is None
     await loop.step()
     snapshot = served(cache)
@@ -94,7 +86,7 @@ async def test_first_step_publishes_the_config(tmp_path: Path) -> None:
 
 
 async def test_unchanged_inputs_publish_nothing_new(tmp_path: Path) -> None:
-    loop, cache, wakes = make_loop(tmp_path / "config.yaml", CONFIG)
+    loop, cache, wakes = make_loop(tmp_path / "config.yaml", ONE_POOL)
     await loop.step()
     first = served(cache)
     published_at = loop.state.published_at
@@ -107,9 +99,9 @@ async def test_unchanged_inputs_publish_nothing_new(tmp_path: Path) -> None:
 
 async def test_rewriting_the_same_config_publishes_nothing_new(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    loop, cache, wakes = make_loop(path, CONFIG)
+    loop, cache, wakes = make_loop(path, ONE_POOL)
     await loop.step()
-    write(path, CONFIG)  # touched, same content: the same version, no push to any Envoy
+    write(path, ONE_POOL)  # touched, same content: the same version, no push to any Envoy
     await loop.step()
     assert wakes.count == 1
     assert loop.state.version == served(cache).version
@@ -117,7 +109,7 @@ async def test_rewriting_the_same_config_publishes_nothing_new(tmp_path: Path) -
 
 async def test_an_invalid_edit_keeps_the_last_good_snapshot(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    loop, cache, wakes = make_loop(path, CONFIG)
+    loop, cache, wakes = make_loop(path, ONE_POOL)
     await loop.step()
     good = served(cache)
     write(path, BAD_WEIGHT)
@@ -138,7 +130,7 @@ async def test_a_valid_edit_after_a_bad_one_publishes_and_clears_the_error(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "config.yaml"
-    loop, cache, wakes = make_loop(path, CONFIG)
+    loop, cache, wakes = make_loop(path, ONE_POOL)
     await loop.step()
     good = served(cache)
     write(path, BAD_WEIGHT)
@@ -156,7 +148,7 @@ async def test_a_valid_edit_after_a_bad_one_publishes_and_clears_the_error(
 
 async def test_a_deleted_config_keeps_serving_until_it_returns(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    loop, cache, _ = make_loop(path, CONFIG)
+    loop, cache, _ = make_loop(path, ONE_POOL)
     await loop.step()
     good = served(cache)
     path.unlink()

@@ -9,6 +9,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from configs import ONE_POOL
 from xds_control.admin import AdminServer
 from xds_control.cache import MemorySnapshotCache
 from xds_control.cli.serve import EXIT_CRASHED, serve
@@ -16,16 +17,6 @@ from xds_control.config import load_config
 from xds_control.control import ControlLoop
 from xds_control.server import StreamRegistry
 from xds_lab.harness.ports import free_port
-
-CONFIG = """\
-pools:
-  - name: chat
-    endpoints: [{address: 127.0.0.1:8001, weight: 10}]
-listeners:
-  - name: gateway
-    address: 127.0.0.1:10000
-    routes: [{name: all, pool: chat}]
-"""
 
 
 async def readyz(port: int) -> tuple[int, str]:
@@ -40,7 +31,7 @@ async def test_a_dead_critical_task_ends_serve_with_a_nonzero_exit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "config.yaml"
-    path.write_text(CONFIG)
+    path.write_text(ONE_POOL)
     crash = asyncio.Event()
 
     async def scraper_with_a_bug(self: ControlLoop) -> None:
@@ -72,7 +63,7 @@ async def test_a_dead_critical_task_ends_serve_with_a_nonzero_exit(
 
 async def test_readyz_fails_once_a_critical_task_died(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    path.write_text(CONFIG)
+    path.write_text(ONE_POOL)
     cache = MemorySnapshotCache()
     loop = ControlLoop(config=load_config(path), config_path=path, cache=cache)
     await loop.step()
