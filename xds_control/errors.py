@@ -5,6 +5,10 @@
     │                          rejected on reload: the last good config keeps being served)
     ├── DiscoveryError         an endpoint source failed (the last good endpoint set is kept)
     ├── SignalError            a signal source failed (the last good weights are kept)
+    │   └── QueryError         one request for signals failed (a PromQL query, a /metrics
+    │                          scrape); ``outcome`` says how: timeout, http, error, garbage
+    │   └── KvLayoutError      a KV-event payload in no layout this build decodes (refused,
+    │                          logged once per server, the subscriber goes on)
     ├── SnapshotError          a snapshot is not self-consistent and is never published
     └── ServeError             a server cannot listen on its address (fatal at start-up)
 
@@ -13,9 +17,13 @@ Third-party errors are translated where they enter, with ``raise OurError(...) f
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
     "ConfigError",
     "DiscoveryError",
+    "KvLayoutError",
+    "QueryError",
     "ServeError",
     "SignalError",
     "SnapshotError",
@@ -44,6 +52,23 @@ class DiscoveryError(XdsControlError):
 
 class SignalError(XdsControlError):
     """A signal source could not produce samples."""
+
+
+class QueryError(SignalError):
+    """One request for signals failed. ``outcome`` names how, as the query and scrape counters
+    label it: ``timeout`` (no answer in time), ``http`` (a status other than 200), ``error``
+    (the transport: refused, reset, DNS) or ``garbage`` (an answer that does not parse)."""
+
+    def __init__(
+        self, outcome: Literal["timeout", "http", "error", "garbage"], detail: str
+    ) -> None:
+        super().__init__(detail)
+        self.outcome = outcome
+
+
+class KvLayoutError(SignalError):
+    """A KV-event payload matches no layout this build decodes (``signals/kv_wire.py``): not
+    msgpack, an unknown tag or field, a value of the wrong type."""
 
 
 class SnapshotError(XdsControlError):

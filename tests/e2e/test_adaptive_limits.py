@@ -117,7 +117,7 @@ async def test_a_slow_pool_lowers_medium_first_and_recovery_brings_it_back(
         # The order holds at every step: High moves only once Medium is at its floor.
         if rows["high"]["fleet_rps"] < CEILING:
             assert rows["medium"]["fleet_rps"] == CEILING / 2, rows
-        return rows["medium"]["fleet_rps"] < CEILING
+        return float(rows["medium"]["fleet_rps"]) < CEILING
 
     await eventually(medium_lowered, timeout=20, what="Medium's rate lowered")
     view = await stack.control_plane.get_json("/v1/limits")
@@ -130,7 +130,10 @@ async def test_a_slow_pool_lowers_medium_first_and_recovery_brings_it_back(
     async def high_lowered() -> bool:
         rows = await _rates(stack)
         assert rows["critical"]["fleet_rps"] == CEILING or rows["high"]["fleet_rps"] == 10.0
-        return rows["medium"]["fleet_rps"] == 10.0 and rows["high"]["fleet_rps"] < CEILING
+        return (
+            float(rows["medium"]["fleet_rps"]) == 10.0
+            and float(rows["high"]["fleet_rps"]) < CEILING
+        )
 
     await eventually(high_lowered, timeout=20, what="High's rate lowered after Medium's")
     refused = await _offer_each_class(stack, rate=CEILING * 0.9, seconds=2.0)

@@ -17,7 +17,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_push_latency_measures_each_change_and_envoy_applies_the_last(tmp_path: Path) -> None:
-    out = tmp_path / "push.json"
     # A fresh interpreter, as `make bench` runs it: this one imported gRPC with fork support
     # on, which crashes some Envoy spawns next to an in-process server (see xds_lab/__init__.py).
     argv = [
@@ -29,11 +28,11 @@ def test_push_latency_measures_each_change_and_envoy_applies_the_last(tmp_path: 
         "--endpoints",
         "20",
     ]
-    argv += ["--changes", "5", "--json", str(out)]
+    argv += ["--changes", "5", "--out", str(tmp_path)]
     run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=20, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
 
-    (cell,) = json.loads(out.read_text())["cells"]
+    (cell,) = json.loads((tmp_path / "push_latency.json").read_text())["cells"]
     assert (cell["envoys"], cell["endpoints"]) == (1, 20)
     assert len(cell["ack_s"]) == 5
     assert all(math.isfinite(s) and s > 0 for s in cell["ack_s"] + cell["build_s"])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from e2e.envoy_metrics import ENVOY_METRICS, PREFIX_LABEL
 from e2e.stack import EchoStack, eventually, weighted_config
@@ -54,6 +55,7 @@ async def _offer(
     return statuses, retry_after
 
 
+@pytest.mark.serial  # an admitted rate: a CPU-starved client sends bursts the bucket drops
 async def test_a_bucket_of_r_offered_2r_admits_about_r_and_429_says_retry_after(
     stack: EchoStack,
 ) -> None:
@@ -66,7 +68,7 @@ async def test_a_bucket_of_r_offered_2r_admits_about_r_and_429_says_retry_after(
     assert retry_after == {"1"}
     # Envoy's own counters, as its /stats/prometheus names them (the dashboard's admissions
     # panel reads these; docs/limits.md lists them): every request counted, each 429 once.
-    counters = await _envoy_counters(stack)
+    counters = await _envoy_counters(stack, priority="medium")
     assert counters["envoy_http_local_rate_limit_rate_limited"] == statuses[429], counters
     assert counters["envoy_http_local_rate_limit_ok"] == statuses[200], counters
     assert counters["envoy_http_local_rate_limit_enabled"] == sum(statuses.values()), counters
@@ -74,13 +76,15 @@ async def test_a_bucket_of_r_offered_2r_admits_about_r_and_429_says_retry_after(
     # Critical has no budget here: it is not limited at all.
     statuses, _ = await _offer(stack, rate=2 * RATE, seconds=1.0, priority="critical")
     assert statuses == Counter({200: 2 * RATE}), statuses
+    assert await _envoy_counters(stack, priority="critical") == {}  # no bucket, no counts
 
 
-async def _envoy_counters(stack: EchoStack) -> dict[str, float]:
-    """Envoy's local rate limit samples under the builder's stat prefix, by the series name
-    Prometheus stores (read raw: prometheus_client's parser would rename counters `_total`)."""
+async def _envoy_counters(stack: EchoStack, *, priority: str) -> dict[str, float]:
+    """Envoy's local rate limit samples under class ``priority``'s stat prefix, by the series
+    name Prometheus stores (read raw: prometheus_client's parser would rename counters
+    `_total`)."""
     text = await stack.envoys[0].admin_get("/stats/prometheus")
-    wanted = f'{PREFIX_LABEL}="priority_limits"'
+    wanted = f'{PREFIX_LABEL}="priority_limits_{priority}"'
     return {
         match[1]: float(match[3])
         for match in re.finditer(r"^([a-z_:][a-z0-9_:]*)\{([^}]*)\} (\S+)$", text, re.MULTILINE)

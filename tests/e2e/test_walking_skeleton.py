@@ -79,7 +79,8 @@ async def test_two_envoys_stay_in_sync(stack: EchoStack) -> None:
     await eventually(lambda: both({a: 20, b: 20}), what="both Envoys in sync")
     for weights in ([5, 50], [50, 5], [7, 7]):
         stack.write_config(weighted_config(stack, weights))
-        await eventually(lambda w=weights: both({a: w[0], b: w[1]}), what=f"weights {weights}")
+        expected = {a: weights[0], b: weights[1]}
+        await eventually(lambda: both(expected), what=f"weights {weights}")  # noqa: B023
 
     streams = await stack.control_plane.get_json("/v1/streams")
     assert sorted(s["node_id"] for s in streams) == ["envoy-0", "envoy-1"]

@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from e2e.engine_stack import SimStack, engine_config, flood, load, load_in_background, sim_stack
+from e2e.engine_stack import (
+    SimStack,
+    engine_config,
+    flood,
+    load,
+    load_in_background,
+    routed,
+    scaled_engine,
+    sim_stack,
+)
 from e2e.stack import eventually
 from xds_lab.sim.faults import FaultUpdate
 
@@ -76,13 +85,17 @@ async def test_scrape_path_reacts_to_a_queue_spike_and_traffic_moves_away(
 
     async def envoy_moved() -> bool:
         now = await stack.envoy_weights()
-        return now["s0"] < 0.5 * now["s1"]
+        return now["s0"] <= 0.2 * now["s1"]
 
+    # Within a few cycles s0 is at a fifth of s1 or less (5-10 against 50-70 here); s1 follows
+    # some seconds later, once all the traffic queues on it, so traffic is counted right away.
     await eventually(envoy_moved, what="Envoy to see s0's weight fall")
     decision = (await stack.decisions())["s0"]
     assert decision["factors"]["queue"] < 0.5, decision
     assert decision["inputs"]["waiting"]["value"] >= 10, decision
-    after = await load(stack, rate=8, seconds=5, seed=2)
+    # Where Envoy sends requests now (s0's answers, behind its flood at a tenth of its speed,
+    # would take a minute to come back).
+    after = await routed(stack, rate=16, seconds=3, seed=2)
     assert after["s0"] < 0.3 * sum(after.values()), after
 
 
@@ -91,7 +104,10 @@ async def test_prometheus_path_slow_server_loses_weight_recovers_and_outage_deca
 ) -> None:
     stack = engine_stack(profiles=["vllm-h100", "vllm-h100"])
     weights_policy = {"stale_after_s": 3, "hold_s": 10, "decay_s": 4, "settle_s": 3}
-    signals = {"rate_window": "10s", "reconcile_period_s": 1.0}
+    # A cycle every 0.5 s: the signals are Prometheus rates over 10 s, so a shorter cycle reads
+    # the same smoothed values more often, and the capacity average wins back a slow server's
+    # weight (at capacity_alpha a cycle) in half the time.
+    signals = {"rate_window": "10s", "reconcile_period_s": 0.5}
     await stack.start(
         engine_config(stack, signals=signals, weights=weights_policy), prometheus=True
     )
@@ -179,20 +195,36 @@ def published(metrics: str) -> float:
     return float(line.split()[-1])
 
 
+STEADY_SCALE = 0.5
+"""The steady minute runs four times faster than real time: the simulated GPUs at a quarter of
+their step times, four times the requests per second (the same per cycle and the same queues),
+and the engine's clocks (reconcile, scrape, window, settle, warm-up, ...) at a quarter. A cycle
+sees what a real one would, so "a minute" is 60 cycles and the bounds are per cycle."""
+
+
 async def test_mixed_fleet_settles_near_capacity_ratio_without_flapping(
     engine_stack: Callable[..., SimStack],
 ) -> None:
     # Two fast GPUs, two slow ones: an L4's decode step is 3.5x an H100's (sim profiles).
-    stack = engine_stack(profiles=["vllm-h100", "vllm-h100", "vllm-l4", "vllm-l4"])
-    signals = {"scrape": {"enabled": True, "interval_s": 0.5}, "reconcile_period_s": 1.0}
-    await stack.start(engine_config(stack, signals=signals, weights={}))
-    load_in_background(stack, rate=10, seconds=200)
-    await asyncio.sleep(40)  # settle
+    scale = STEADY_SCALE
+    stack = engine_stack(
+        profiles=["vllm-h100", "vllm-h100", "vllm-l4", "vllm-l4"], time_scale=scale
+    )
+    signals, weights = scaled_engine(
+        time_scale=scale,
+        signals={"scrape": {"enabled": True, "interval_s": 0.5}, "reconcile_period_s": 1.0},
+        weights={},
+    )
+    await stack.start(engine_config(stack, signals=signals, weights=weights))
+    load_in_background(stack, rate=10 / scale, seconds=200 * scale)
+    # Settle for 60 cycles: the capacity average (5% a cycle) has then come within 5% of the
+    # fleet's, so what moves in the minute after is noise, not convergence.
+    await asyncio.sleep(60 * scale)
 
     before = published(await stack.control_plane.metrics())
     history = []
-    for _ in range(60):  # one steady minute
-        await asyncio.sleep(1)
+    for _ in range(60):  # one steady minute: 60 cycles
+        await asyncio.sleep(1 * scale)
         history.append(await stack.envoy_weights())
     pushes = published(await stack.control_plane.metrics()) - before
     # Flapping is a weight going back to a level it left; converging moves are not.
@@ -202,12 +234,11 @@ async def test_mixed_fleet_settles_near_capacity_ratio_without_flapping(
         for name, seq in levels.items()
     }
     flips = sum(len(seq) - len(set(seq)) for seq in changes.values())
-    # Known and not fixed: at the L4s' weights (15-25) the dead band is one quantum, and
-    # their queue noise moves the smoothed value by that much, so a low weight steps between
-    # neighbouring levels a few times a minute (CI runs: 7 pushes, the L4s 20-25-20-15-20).
-    # The bound catches flapping on every reconcile (60 a minute) or between distant levels.
-    assert pushes <= 10, f"{pushes} weight pushes in a steady minute: {changes}"
-    assert flips <= 3, f"weights flapped: {changes}"
+    # The dead band follows each weight's measured noise, and the decode step is read net of
+    # the prefill stalls in it: a steady minute moves a weight a few times at most, and never
+    # back to a level it left more than once.
+    assert pushes <= 5, f"{pushes} weight pushes in a steady minute: {changes}"
+    assert flips <= 1, f"weights flapped: {changes}"
     assert all(max(s) - min(s) <= 10 for s in changes.values()), f"weights swung: {changes}"
 
     weights = await stack.envoy_weights()

@@ -43,17 +43,24 @@ class Counts:
 
 
 class SteadyLoad:
-    """Chat requests (short answers, not streamed) at ``rate`` per second to ``url`` from
-    ``async with`` until ``stop``; nothing is cancelled, every request sent gets an answer or
-    an error."""
+    """Chat requests (short answers, not streamed unless ``streamed``) at ``rate`` per second
+    to ``url`` from ``async with`` until ``stop``; nothing is cancelled, every request sent gets
+    an answer or an error."""
 
     def __init__(
-        self, url: str, *, rate: float = RATE, seed: int = 7, timeout_s: float = 30.0
+        self,
+        url: str,
+        *,
+        rate: float = RATE,
+        seed: int = 7,
+        timeout_s: float = 30.0,
+        streamed: bool = False,
     ) -> None:
         self._url = url
         self.rate = rate
         self._seed = seed
         self._timeout_s = timeout_s
+        self._streamed = streamed
         self.outcomes: list[Outcome] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
@@ -72,7 +79,7 @@ class SteadyLoad:
             input_mean=100,
             output_mean=20,
             output_cap=60,
-            stream_fraction=0.0,
+            stream_fraction=1.0 if self._streamed else 0.0,
         )
         requests = build_requests(spec)
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))

@@ -86,11 +86,13 @@ def admin(
         weigher = Weigher(prometheus=Signals(), scrape=None)
         loop = ControlLoop(config=load_config(path), config_path=path, cache=cache, weigher=weigher)
         await loop.step()
-        stream = AdsStream(stream_id=1, snapshot_of=cache.snapshot)
+        stream = AdsStream(
+            stream_id=1, snapshot_of=cache.snapshot, changed_names=cache.changed_names
+        )
         garbage = discovery_pb2.DiscoveryRequest(
             type_url="\x00garbage", resource_names=["", "*", "a"]
         )
-        stream.on_request(garbage, group=DEFAULT_GROUP)
+        stream.on_request(garbage, group=DEFAULT_GROUP, now=1.0)
         registry.add(stream)
         server = AdminServer(
             address=f"127.0.0.1:{free_port()}",

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
-from xds_control.control import EndpointWeight, reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import AdsStream, DeltaStream, StreamRegistry, XdsServer
-from xds_control.xds import Snapshot
+from xds_control.xds import EndpointWeight, Snapshot
 from xds_control.xds import type_urls as urls
 
 pytestmark = pytest.mark.fuzz
@@ -46,7 +46,7 @@ ENDPOINTS = {pool.name: to_endpoints(pool.endpoints) for pool in CONFIG.pools}
 
 def snapshot(weight: int) -> Snapshot:
     weights = {"127.0.0.1:8001": EndpointWeight(weight)}
-    return reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights=weights)
+    return reconcile_once(ReconcileInputs(config=CONFIG, endpoints=ENDPOINTS, weights=weights))
 
 
 SNAPSHOTS = [snapshot(w) for w in (10, 20, 30)]
@@ -94,14 +94,17 @@ def test_stream_state_machine_on_random_requests(
     """Requests and snapshot changes in any order: every response is a valid
     ``DiscoveryResponse`` of a requested type with a fresh nonce, and the admin view renders."""
     current = [SNAPSHOTS[0]]
-    stream = AdsStream(stream_id=1, snapshot_of=lambda group: current[0])
+    cache = MemorySnapshotCache()
+    cache.set_snapshot(DEFAULT_GROUP, current[0])
+    stream = AdsStream(stream_id=1, snapshot_of=cache.snapshot, changed_names=cache.changed_names)
     nonces: list[int] = []
     for step in steps:
         if isinstance(step, int):
             current[0] = SNAPSHOTS[step]
-            raw = stream.on_snapshot()
+            cache.set_snapshot(DEFAULT_GROUP, current[0])
+            raw = stream.on_snapshot(now=1.0)
         else:
-            raw = stream.on_request(step, group=DEFAULT_GROUP)
+            raw = stream.on_request(step, group=DEFAULT_GROUP, now=1.0)
         for data in raw:
             response = discovery_pb2.DiscoveryResponse.FromString(data)
             assert response.type_url in urls.ORDER
@@ -144,14 +147,17 @@ def test_delta_stream_state_machine_on_random_requests(
     """The same for incremental ADS: every response is a ``DeltaDiscoveryResponse`` of a type
     the stream has seen, with a fresh nonce; the admin view renders."""
     current = [SNAPSHOTS[0]]
-    stream = DeltaStream(stream_id=1, snapshot_of=lambda group: current[0])
+    cache = MemorySnapshotCache()
+    cache.set_snapshot(DEFAULT_GROUP, current[0])
+    stream = DeltaStream(stream_id=1, snapshot_of=cache.snapshot, changed_names=cache.changed_names)
     nonces: list[int] = []
     for step in steps:
         if isinstance(step, int):
             current[0] = SNAPSHOTS[step]
-            raw = stream.on_snapshot()
+            cache.set_snapshot(DEFAULT_GROUP, current[0])
+            raw = stream.on_snapshot(now=1.0)
         else:
-            raw = stream.on_request(step, group=DEFAULT_GROUP)
+            raw = stream.on_request(step, group=DEFAULT_GROUP, now=1.0)
         for data in raw:
             response = discovery_pb2.DeltaDiscoveryResponse.FromString(data)
             assert response.type_url in stream.types

@@ -10,7 +10,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xds_control.control import EngineView
-from xds_control.control.limit_metrics import (
+from xds_control.control.metrics import (
+    ENDPOINT_WEIGHT,
+    ENDPOINT_WEIGHT_FACTOR,
+    POOL_RECOMMENDED_REPLICAS,
+    SIGNAL_AGE,
+)
+from xds_control.limits.metrics import (
     LIMIT_BUCKET_TOKENS,
     LIMIT_ENVOY_FILL_RATE,
     LIMIT_ENVOYS,
@@ -18,12 +24,6 @@ from xds_control.control.limit_metrics import (
     LIMIT_P99,
     LIMIT_P99_TARGET,
     LIMIT_PRESSURE,
-)
-from xds_control.control.metrics import (
-    ENDPOINT_WEIGHT,
-    ENDPOINT_WEIGHT_FACTOR,
-    POOL_RECOMMENDED_REPLICAS,
-    SIGNAL_AGE,
 )
 from xds_control.server import StreamRegistry
 from xds_control.server.metrics import GROUP_STREAMS

@@ -11,14 +11,14 @@ import grpc
 from google.protobuf.struct_pb2 import Struct
 
 from xds_control.admin.events import EventLog
-from xds_control.admin.limits import limits_view
+from xds_control.admin.limits import TokenBudgetRows, limits_view
 from xds_control.admin.sync import streams_view
 from xds_control.admin.v1 import admin_pb2 as pb
 from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.admin.views import snapshot_view, weights_view
 from xds_control.cache import SnapshotCache, group_names
 from xds_control.control import EngineView, LoopState
-from xds_control.control.limiter import Limiter
+from xds_control.limits import Limiter
 from xds_control.server import StreamRegistry
 
 __all__ = ["AdminServicer", "limits_message", "weights_message"]
@@ -102,20 +102,36 @@ def _budget(row: dict[str, Any]) -> pb.Budget:
     )
 
 
+def _token_budget(row: dict[str, Any]) -> pb.TokenBudget:
+    return pb.TokenBudget(
+        pool=row["pool"],
+        budget=row["budget"],
+        tenant=row["tenant"],
+        window_s=row["window_s"],
+        output_tokens=row["output_tokens"],
+        charged=row["charged"],
+        left=row["left"],
+        renews_in_s=row["renews_in_s"],
+    )
+
+
 def limits_message(view: dict[str, Any], *, route: str, group: str) -> pb.ListLimitsResponse:
     """``limits_view``'s dict as the typed response, one route (LISTENER/ROUTE) and node group
-    or all."""
+    or all; with a route, only the output-token budgets of its pools."""
     rows = [
         r
         for r in view["budgets"]
         if (not route or f"{r['listener']}/{r['route']}" == route)
         and (not group or r["group"] == group)
     ]
+    pools = {pool for r in rows for pool in r["pools"]}
+    tokens = [t for t in view.get("token_budgets", []) if not route or t["pool"] in pools]
     return pb.ListLimitsResponse(
         enabled=view["enabled"],
         cycle=view["cycle"],
         source_error=view["source_error"] or "",
         budgets=[_budget(r) for r in rows],
+        token_budgets=[_token_budget(t) for t in tokens],
     )
 
 
@@ -131,9 +147,11 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         events: EventLog,
         engine: Callable[[], EngineView] | None = None,
         limiter: Limiter | None = None,
+        token_budgets: TokenBudgetRows | None = None,
     ) -> None:
         self._state = state
         self._limiter = limiter
+        self._token_budgets = token_budgets
         self._cache = cache
         self._registry = registry
         self._events = events
@@ -195,7 +213,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     ) -> pb.ListLimitsResponse:
         if request.group:
             await self._group(request.group, context)
-        view = limits_view(self._limiter, config=self._state.config)
+        view = limits_view(
+            self._limiter, config=self._state.config, token_budgets=self._token_budgets
+        )
         known = sorted({f"{r['listener']}/{r['route']}" for r in view["budgets"]})
         if request.route and request.route not in known:
             await context.abort(

@@ -14,7 +14,8 @@ from xds_control.admin.auth import grpc_interceptor, http_middleware, is_loopbac
 from xds_control.admin.events import EventLog
 from xds_control.admin.exporter import refresh, refresh_limits
 from xds_control.admin.grpc_api import AdminServicer
-from xds_control.admin.limits import limits_view
+from xds_control.admin.kv_events import kv_events_view
+from xds_control.admin.limits import TokenBudgetRows, limits_view
 from xds_control.admin.recorder import Recorder
 from xds_control.admin.sync import streams_view
 from xds_control.admin.v1 import admin_pb2_grpc
@@ -22,10 +23,11 @@ from xds_control.admin.views import endpoints_view, snapshot_view, status_view, 
 from xds_control.cache import SnapshotCache, group_names
 from xds_control.config import parse_host_port
 from xds_control.control import EngineView, LoopState
-from xds_control.control.limiter import Limiter
 from xds_control.control.metrics import EVENT_LOOP_TASKS
 from xds_control.errors import ServeError
+from xds_control.limits import Limiter
 from xds_control.server import StreamRegistry
+from xds_control.signals.kv_events import KvEvents
 from xds_control.tasks import guarded_task
 
 __all__ = ["AdminServer"]
@@ -47,12 +49,17 @@ class AdminServer:
         grpc_address: str | None = None,
         token: str | None = None,
         limiter: Limiter | None = None,
+        kv_events: KvEvents | None = None,
+        token_budgets: TokenBudgetRows | None = None,
     ) -> None:
         """``failure`` says why the process is not ready although it serves a snapshot (a
-        critical task died; the process is about to exit), or ``None``."""
+        critical task died; the process is about to exit), or ``None``; ``token_budgets``
+        gives the picker's output-token windows for ``/v1/limits``."""
         self._address = parse_host_port(address)
         self._engine = engine
         self._limiter = limiter
+        self._kv_events = kv_events
+        self._token_budgets = token_budgets
         self._failure = failure
         self._state = state
         self._cache = cache
@@ -117,6 +124,7 @@ class AdminServer:
             events=self.events,
             engine=self._engine,
             limiter=self._limiter,
+            token_budgets=self._token_budgets,
         )
         admin_pb2_grpc.add_AdminServicer_to_server(servicer, self._grpc)
         try:
@@ -155,7 +163,11 @@ class AdminServer:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _status(self, request: web.Request) -> web.Response:
-        return web.json_response(status_view(self._state))
+        body = status_view(self._state)
+        if self._kv_events is not None:
+            engine = self._engine() if self._engine else None
+            body["kv_events"] = kv_events_view(self._kv_events, engine=engine)
+        return web.json_response(body)
 
     async def _streams(self, request: web.Request) -> web.Response:
         return web.json_response(streams_view(registry=self._registry, cache=self._cache))
@@ -189,4 +201,7 @@ class AdminServer:
         )
 
     async def _limits(self, request: web.Request) -> web.Response:
-        return web.json_response(limits_view(self._limiter, config=self._state.config))
+        view = limits_view(
+            self._limiter, config=self._state.config, token_budgets=self._token_budgets
+        )
+        return web.json_response(view)

@@ -1,13 +1,44 @@
-"""``/v1/limits``: every budget number the control plane set, with the P99 it came from."""
+"""``/v1/limits``: every budget number the control plane set, with the P99 it came from, and
+what each output-token budget has charged in its window."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from xds_control.config import Config
-from xds_control.control.limiter import Limiter
+from xds_control.limits import BudgetRow, Limiter
+from xds_control.xds.routes import class_route_name
 
-__all__ = ["limits_view"]
+__all__ = ["TokenBudgetRows", "budget_json", "limits_view"]
+
+
+def budget_json(row: BudgetRow) -> dict[str, Any]:
+    """One row as the admin API shows it."""
+    ceiling = row.budget.rates[row.priority]
+    return {
+        "group": row.group,
+        "listener": row.listener,
+        "route": row.route,
+        "envoy_route": class_route_name(row.route, row.priority),
+        "priority": row.priority.value,
+        "pools": list(row.pools),
+        "fleet_rps": round(ceiling, 3),
+        "envoys": row.envoys,
+        "share": round(1 / max(1, row.envoys), 4),
+        "envoy_rps": round(row.bucket.rate, 3),
+        "bucket": {
+            "max_tokens": row.bucket.max_tokens,
+            "tokens_per_fill": row.bucket.tokens_per_fill,
+            "fill_interval_s": row.bucket.fill_interval_s,
+        },
+        "p99": {
+            pool: {"ttft_s": lat.ttft_p99_s, "tpot_s": lat.tpot_p99_s}
+            for pool, lat in row.latency.items()
+        },
+        "pressure": None if row.budget.pressure is None else round(row.budget.pressure, 3),
+        "action": row.budget.action,
+    }
 
 
 def _policies(config: Config | None) -> dict[str, dict[str, Any]]:
@@ -27,17 +58,35 @@ def _policies(config: Config | None) -> dict[str, dict[str, Any]]:
     }
 
 
-def limits_view(limiter: Limiter | None, *, config: Config | None = None) -> dict[str, Any]:
+TokenBudgetRows = Callable[[], list[dict[str, object]]]
+"""The picker's output-token windows (``flow.budgets.TokenBudgets.rows``)."""
+
+
+def limits_view(
+    limiter: Limiter | None,
+    *,
+    config: Config | None = None,
+    token_budgets: TokenBudgetRows | None = None,
+) -> dict[str, Any]:
     """One row per node group, route and priority class: the fleet-wide fill rate, the Envoys
     sharing it, each one's bucket, the pools' P99s, the listener's targets (with ``config``)
-    and the pressure that moved the rate."""
+    and the pressure that moved the rate; and one per output-token budget and tenant in its
+    current window (with ``token_budgets``)."""
+    tokens = token_budgets() if token_budgets is not None else []
     if limiter is None:
-        return {"enabled": False, "cycle": 0, "source_error": None, "budgets": []}
+        return {
+            "enabled": False,
+            "cycle": 0,
+            "source_error": None,
+            "budgets": [],
+            "token_budgets": tokens,
+        }
     policies = _policies(config)
-    rows = [{**row.to_json(), **policies.get(row.listener, {})} for row in limiter.rows]
+    rows = [{**budget_json(row), **policies.get(row.listener, {})} for row in limiter.rows]
     return {
         "enabled": bool(rows),
         "cycle": limiter.cycle,
         "source_error": limiter.source_error,
         "budgets": rows,
+        "token_budgets": tokens,
     }

@@ -14,8 +14,8 @@ SYNC_STATES = ("SYNCED", "STALE", "NACKED", "NOT SENT")
 
 
 def sync_status(state: dict[str, Any] | None, *, served: str) -> str:
-    """SYNCED (ACKed what is served), NACKED (refused the newest sent), STALE (sent, not yet
-    ACKed, or ACKed an older one) or NOT SENT, as istioctl says."""
+    """SYNCED (ACKed what is served, or reconnected holding it), NACKED (refused the newest
+    sent), STALE (sent, not yet ACKed, or ACKed an older one) or NOT SENT, as istioctl says."""
     if state is None or (not state.get("sent_version") and not state.get("acked_version")):
         return "NOT SENT"
     if state["acked_version"] == served:

@@ -2,10 +2,11 @@
 
 from xds_control.cache.groups import NodeRouting, group_names
 from xds_control.cache.memory import DEFAULT_GROUP, MemorySnapshotCache
-from xds_control.cache.protocol import SnapshotCache, Unsubscribe
+from xds_control.cache.protocol import ChangedNames, SnapshotCache, Unsubscribe
 
 __all__ = [
     "DEFAULT_GROUP",
+    "ChangedNames",
     "MemorySnapshotCache",
     "NodeRouting",
     "SnapshotCache",

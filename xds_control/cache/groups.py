@@ -7,7 +7,14 @@ from dataclasses import dataclass
 
 from envoy.config.core.v3 import base_pb2
 
-from xds_control.config import DEFAULT_GROUP, Config, DefaultGroup, NodeGroup, NodeMatch
+from xds_control.config import (
+    DEFAULT_GROUP,
+    Config,
+    DefaultGroup,
+    NodeGroup,
+    NodeMatch,
+    group_names,
+)
 
 __all__ = ["NodeRouting", "group_names", "matches"]
 
@@ -26,13 +33,6 @@ def matches(match: NodeMatch, node: base_pb2.Node) -> bool:
         if value.string_value != want:
             return False
     return True
-
-
-def group_names(config: Config) -> tuple[str, ...]:
-    """The groups ``config`` publishes a snapshot for, in config order."""
-    if not config.node_groups:
-        return (DEFAULT_GROUP,)
-    return tuple(group.name for group in config.node_groups)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,15 +16,20 @@ from xds_control.admin import AdminServer
 from xds_control.admin.auth import load_token
 from xds_control.cache import MemorySnapshotCache
 from xds_control.cli.app import App
+from xds_control.cli.collector import settle_for_serving
 from xds_control.cli.validate import EXIT_INVALID, ConfigOption
 from xds_control.config import Config, load_config, parse_host_port
 from xds_control.config.serving import parse_xds_address
 from xds_control.control import ControlLoop, Weigher
-from xds_control.control.limiter import Limiter
+from xds_control.control.kv_staleness import events_stale
 from xds_control.errors import ConfigError, ServeError
+from xds_control.flow import FlowController
+from xds_control.limits import Limiter
 from xds_control.picker import Fleet, Picker, PickerServer, picker_addresses
+from xds_control.picker.held import HeldBlocks
 from xds_control.server import StreamRegistry, XdsServer
-from xds_control.server.collector import settle_for_serving
+from xds_control.signals import AccessLogServicer, DataPathLatency
+from xds_control.signals.kv_events import KvEvents
 from xds_control.tasks import guarded_task
 
 __all__ = ["EXIT_CRASHED", "command", "serve"]
@@ -45,27 +50,6 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
     nothing, so they keep running what they have."""
     cache = MemorySnapshotCache()
     registry = StreamRegistry()
-    xds = XdsServer(  # binds: may raise
-        cache=cache, registry=registry, address=xds_address, tls=config.tls, settings=config.grpc
-    )
-    client = aiohttp.ClientSession()
-    weigher = Weigher.from_config(client=client, signals=config.signals)
-    limiter = Limiter()
-    limiter.configure(client=client, config=config)
-
-    def on_signals_change(new: Config) -> None:
-        weigher.configure(client=client, signals=new.signals)
-        limiter.configure(client=client, config=new)
-
-    loop = ControlLoop(
-        config=config,
-        config_path=config_path,
-        cache=cache,
-        weigher=weigher,
-        on_signals_change=on_signals_change,
-        limiter=limiter,
-        envoys=registry.envoys_by_group,
-    )
     stop = asyncio.Event()
     crashed: list[str] = []
 
@@ -73,30 +57,86 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         crashed.append(f"{name} crashed: {type(exc).__name__}: {exc}")
         stop.set()
 
-    fleet = Fleet(
-        config=lambda: loop.state.config,
-        endpoints=lambda: loop.state.endpoints,
-        decisions=lambda: weigher.view().pools,
-    )
-    addresses = picker_addresses(config)
-    picker = PickerServer(picker=Picker(fleet=fleet), addresses=addresses) if addresses else None
-    admin = AdminServer(
-        address=admin_address,
-        state=loop.state,
-        cache=cache,
-        registry=registry,
-        engine=weigher.view,
-        failure=lambda: crashed[0] if crashed else None,
-        grpc_address=config.admin_grpc_address,
-        token=load_token(config.admin_token_file),
-        limiter=limiter,
-    )
+    # Whatever fails from here on (a port taken, an unreadable token file) closes what was
+    # opened before it. A gRPC server frees a port it bound only once started, so each one is
+    # bound right before it starts.
+    client = aiohttp.ClientSession()
+    xds: XdsServer | None = None
+    admin: AdminServer | None = None
+    picker: PickerServer | None = None
     tasks: list[asyncio.Task[object]] = []
+    held = HeldBlocks()
+    kv_events = KvEvents(sink=held)
     try:
+        weigher = Weigher.from_config(client=client, signals=config.signals)
+        limiter = Limiter()
+        path_latency = DataPathLatency(data_path=weigher.data_path)
+        limiter.configure(client=client, config=config, data_path=path_latency)
+
+        def on_signals_change(new: Config) -> None:
+            weigher.configure(client=client, signals=new.signals)
+            limiter.configure(client=client, config=new, data_path=path_latency)
+
+        loop = ControlLoop(
+            config=config,
+            config_path=config_path,
+            cache=cache,
+            weigher=weigher,
+            on_signals_change=on_signals_change,
+            limiter=limiter,
+            envoys=registry.envoys_by_group,
+            kv_events=kv_events,
+        )
+        fleet = Fleet(
+            config=lambda: loop.state.config,
+            endpoints=lambda: loop.state.endpoints,
+            decisions=lambda: weigher.view().pools,
+        )
+        picks: Picker | None = None
+        flow: FlowController | None = None
+        if addresses := picker_addresses(config):
+            picks = Picker(
+                fleet=fleet,
+                held=held,
+                stale=lambda pool, address: events_stale(
+                    kv_events, weigher.view().pools, pool=pool, address=address
+                ),
+                delivered=registry.endpoints_everywhere,
+            )
+            flow = FlowController(
+                settings=lambda pool: s.flow if (s := fleet.picker(pool)) else None,
+                saturated=picks.saturated,
+                ready=picks.ready,
+            )
+        admin = AdminServer(
+            address=admin_address,
+            state=loop.state,
+            cache=cache,
+            registry=registry,
+            engine=weigher.view,
+            failure=lambda: crashed[0] if crashed else None,
+            grpc_address=config.admin_grpc_address,
+            token=load_token(config.admin_token_file),
+            limiter=limiter,
+            kv_events=kv_events,
+            token_budgets=flow.budgets.rows if flow is not None else None,
+        )
+        xds = XdsServer(  # binds: may raise
+            cache=cache,
+            registry=registry,
+            address=xds_address,
+            tls=config.tls,
+            settings=config.grpc,
+            # Served whether or not the data path is on, so a reload that turns it on (and
+            # gives every listener the access log) needs no restart; off, entries are dropped.
+            access_log=AccessLogServicer(data_path=weigher.data_path),
+        )
         await xds.start()
         await admin.start()
-        if picker is not None:
+        if picks is not None and flow is not None:
+            picker = PickerServer(picker=picks, addresses=addresses, flow=flow)  # binds
             await picker.start()
+            tasks.append(guarded_task(flow.run(), name="flow-control", on_crash=on_crash))
         for signum in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(signum, stop.set)
         tasks += [
@@ -110,26 +150,33 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
             admin_address=admin_address,
             admin_port=admin.port,
         )
-        if await _first_of(loop.published, stop) is loop.published:
+        if await _first_of(published=loop.published, stop=stop) == "published":
             await xds.mark_serving()
+            if picker is not None:
+                await picker.mark_ready()
             log.info("serving", version=loop.state.version)
-            settle_for_serving()  # the collector out of pushes and edits: server/collector.py
+            settle_for_serving()  # the collector out of pushes and edits: cli/collector.py
             await stop.wait()
     finally:
-        log.info("stopping", reason=crashed[0] if crashed else "signal")
+        reason = crashed[0] if crashed else "signal" if stop.is_set() else "start-up failed"
+        log.info("stopping", reason=reason)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await kv_events.close()
         if picker is not None:
             await picker.stop()
-        await xds.stop(grace=2.0)
-        await admin.stop()
+        if xds is not None:
+            await xds.stop(grace=2.0)
+        if admin is not None:
+            await admin.stop()
         await client.close()
     return EXIT_CRASHED if crashed else 0
 
 
-async def _first_of(*events: asyncio.Event) -> asyncio.Event:
-    waits = {asyncio.create_task(e.wait()): e for e in events}
+async def _first_of(**events: asyncio.Event) -> str:
+    """The name of the first of ``events`` to be set."""
+    waits = {guarded_task(e.wait(), name=f"serve-wait-{n}"): n for n, e in events.items()}
     done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
         task.cancel()

@@ -10,8 +10,8 @@ import typer
 
 from xds_control.cli.app import App
 from xds_control.config import Config, load_config
-from xds_control.control import endpoint_source, fleet_version, reconcile_groups
-from xds_control.discovery import Endpoint
+from xds_control.control import ReconcileInputs, fleet_version, reconcile_groups
+from xds_control.discovery import Endpoint, endpoint_source
 from xds_control.errors import ConfigError, DiscoveryError, SnapshotError
 
 __all__ = ["EXIT_INVALID", "command"]
@@ -24,12 +24,12 @@ ConfigOption = Annotated[
 
 
 async def _fetch(config: Config, base: Path) -> dict[str, tuple[Endpoint, ...]]:
-    # Kubernetes and DNS pools are checked as fields only: the cluster or the resolver of
-    # the place it will run is rarely the one where a config is validated.
+    # Kubernetes, InferencePool and DNS pools are checked as fields only: the cluster or the
+    # resolver of the place it will run is rarely the one where a config is validated.
     return {
         pool.name: await endpoint_source(pool, base=base).fetch()
         for pool in config.pools
-        if pool.kubernetes is None and pool.dns is None
+        if pool.kubernetes is None and pool.dns is None and pool.inference_pool is None
     }
 
 
@@ -39,7 +39,9 @@ def command(ctx: typer.Context, config: ConfigOption) -> None:
     try:
         loaded = load_config(config)
         endpoints = asyncio.run(_fetch(loaded, config.parent))
-        version = fleet_version(reconcile_groups(config=loaded, endpoints=endpoints, weights={}))
+        version = fleet_version(
+            reconcile_groups(ReconcileInputs(config=loaded, endpoints=endpoints))
+        )
     except ConfigError as exc:
         app.err.print(f"{config}: invalid config", markup=False)
         for path, message in exc.problems:

@@ -2,7 +2,9 @@
 
 from xds_control.config.address import HostPort, parse_host_port
 from xds_control.config.classes import Classify, TokenRange
+from xds_control.config.engine_of import NamesEngine, engine_of
 from xds_control.config.groups import DEFAULT_GROUP, DefaultGroup, NodeGroup, NodeMatch
+from xds_control.config.kv_events import KvEventPorts, KvEventsConfig
 from xds_control.config.limits import (
     AdaptPolicy,
     ClassBudget,
@@ -28,8 +30,8 @@ from xds_control.config.model import (
     RouteMatch,
 )
 from xds_control.config.restart import RestartConfig
-from xds_control.config.root import ENV_PREFIX, Config
-from xds_control.config.signals import EndpointMapping, ScrapeConfig, SignalsConfig
+from xds_control.config.root import ENV_PREFIX, Config, group_names
+from xds_control.config.signals import DataPathConfig, EndpointMapping, ScrapeConfig, SignalsConfig
 from xds_control.config.weights import EngineBaseWeights, HealthPolicy, WeightPolicy
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "ClassBudget",
     "Classify",
     "Config",
+    "DataPathConfig",
     "DefaultGroup",
     "EndpointConfig",
     "EndpointMapping",
@@ -50,10 +53,13 @@ __all__ = [
     "HealthPolicy",
     "HighPriorityBreakers",
     "HostPort",
+    "KvEventPorts",
+    "KvEventsConfig",
     "LbPolicy",
     "Limits",
     "Listener",
     "LoadBalancing",
+    "NamesEngine",
     "NodeGroup",
     "NodeMatch",
     "OutlierDetection",
@@ -68,6 +74,8 @@ __all__ = [
     "SignalsConfig",
     "TokenRange",
     "WeightPolicy",
+    "engine_of",
+    "group_names",
     "load_config",
     "parse_config",
     "parse_host_port",

@@ -1,5 +1,6 @@
 """Where a pool's endpoints come from besides the config itself: a Kubernetes Service's
-EndpointSlices, or host names resolved through DNS."""
+EndpointSlices, the pods a Gateway API Inference Extension InferencePool selects, or host names
+resolved through DNS."""
 
 from __future__ import annotations
 
@@ -12,9 +13,16 @@ from pydantic import AfterValidator, Field
 
 from xds_control.config.strict import StrictModel
 
-__all__ = ["DnsDiscovery", "KubernetesDiscovery", "parse_host_name_port"]
+__all__ = [
+    "DNS_LABEL",
+    "DnsDiscovery",
+    "InferencePoolDiscovery",
+    "KubeConnection",
+    "KubernetesDiscovery",
+    "parse_host_name_port",
+]
 
-_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 """A Kubernetes namespace or Service name (RFC 1123 label)."""
 
 _HOST_LABEL = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
@@ -47,35 +55,10 @@ def _check(value: str) -> str:
 HostNamePort = Annotated[str, AfterValidator(_check)]
 
 
-class KubernetesDiscovery(StrictModel):
-    """The endpoints of a Kubernetes Service, read from its EndpointSlices (list, then watch)."""
+class KubeConnection(StrictModel):
+    """How a Kubernetes source reaches the API server and keeps its watches: the fields every
+    Kubernetes source shares."""
 
-    namespace: str = Field(pattern=_DNS_LABEL, description="The Service's namespace.")
-    service: str = Field(
-        pattern=_DNS_LABEL,
-        description="The Service's name: its EndpointSlices carry the label "
-        "`kubernetes.io/service-name` with it.",
-    )
-    port: int | str | None = Field(
-        default=None,
-        description="Which port of the slices to send to: its name or number. Unset: the "
-        "slices' only port (a slice with several is then skipped, with an error in the log).",
-    )
-    weight: int = Field(
-        default=10,
-        ge=1,
-        le=100,
-        description="Static weight of every endpoint, as `endpoints[].weight`.",
-    )
-    pod_metadata: bool = Field(
-        default=True,
-        description="Read the pod behind each endpoint (one GET per new pod, needs RBAC get on "
-        "pods): its labels `xds-control.io/engine`, `gpu-class`, `model`, `batch-slots` "
-        "override the Service's, and its annotations `xds-control.io/gpu-uuid`, "
-        "`mig-instance`, `mig-profile` give its GPU (what `single_device` checks). A 403 is "
-        "logged and the Service's labels are used. Off: the Service's labels only, no pod "
-        "reads.",
-    )
     kubeconfig: Path | None = Field(
         default=None,
         description="Kubeconfig file. Unset: in a pod the service account (token and CA under "
@@ -105,6 +88,65 @@ class KubernetesDiscovery(StrictModel):
         le=120,
         description="How long the first reconcile waits for the first list; after that the "
         "pool is served empty until the list arrives (the failure shows in discovery_errors).",
+    )
+
+
+class KubernetesDiscovery(KubeConnection):
+    """The endpoints of a Kubernetes Service, read from its EndpointSlices (list, then watch)."""
+
+    namespace: str = Field(pattern=DNS_LABEL, description="The Service's namespace.")
+    service: str = Field(
+        pattern=DNS_LABEL,
+        description="The Service's name: its EndpointSlices carry the label "
+        "`kubernetes.io/service-name` with it.",
+    )
+    port: int | str | None = Field(
+        default=None,
+        description="Which port of the slices to send to: its name or number. Unset: the "
+        "slices' only port (a slice with several is then skipped, with an error in the log).",
+    )
+    weight: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="Static weight of every endpoint, as `endpoints[].weight`.",
+    )
+    pod_metadata: bool = Field(
+        default=True,
+        description="Read the pod behind each endpoint (one GET per new pod, needs RBAC get on "
+        "pods): its labels `xds-control.io/engine`, `gpu-class`, `model`, `batch-slots` "
+        "override the Service's, and its annotations `xds-control.io/gpu-uuid`, "
+        "`mig-instance`, `mig-profile` give its GPU (what `single_device` checks), and its "
+        "annotations `xds-control.io/kv-events-port`, `kv-replay-port` (else its container "
+        "ports named `kv-events`, `kv-replay`) its KV-event ports. A 403 is "
+        "logged and the Service's labels are used. Off: the Service's labels only, no pod "
+        "reads.",
+    )
+
+
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+"""A Kubernetes object name such as an InferencePool's (RFC 1123 subdomain)."""
+
+
+class InferencePoolDiscovery(KubeConnection):
+    """The endpoints of a Gateway API Inference Extension ``InferencePool``
+    (``inference.networking.k8s.io/v1``): the ready pods its selector matches, on its target
+    ports (list, then watch, of the pool and of its pods)."""
+
+    namespace: str = Field(
+        pattern=DNS_LABEL, description="The InferencePool's namespace (its pods are in it too)."
+    )
+    name: str = Field(
+        pattern=_DNS_SUBDOMAIN,
+        description="The InferencePool's name. Until it exists the pool has no endpoints and "
+        "the wait shows in discovery_errors; its selector and targetPorts are followed as they "
+        "change.",
+    )
+    weight: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="Static weight of every endpoint, as `endpoints[].weight`.",
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from xds_control.config.cross_checks import check_references
+from xds_control.config.cross_checks import NO_POOL, check_references
 from xds_control.config.document import parse_yaml, read_yaml
 from xds_control.config.root import Config
 from xds_control.errors import ConfigError
@@ -66,7 +66,10 @@ def _to_config(data: Any, *, source: str) -> Config:
     try:
         config = Config(**data)
     except ValidationError as exc:
-        raise ConfigError(validation_problems(exc), source=source) from exc
+        problems = validation_problems(exc)
+        if not data.get("pools") and "inference_pools" not in data:
+            problems.insert(0, NO_POOL)  # said with the field errors, not after their fix
+        raise ConfigError(problems, source=source) from exc
     problems = check_references(config)
     if problems:
         raise ConfigError(problems, source=source)

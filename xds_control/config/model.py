@@ -16,7 +16,8 @@ from xds_control.config.address import IpPort
 from xds_control.config.autoscale import AutoscalePolicy
 from xds_control.config.classes import Classify, TokenRange
 from xds_control.config.devices import Device
-from xds_control.config.discovery import DnsDiscovery, KubernetesDiscovery
+from xds_control.config.discovery import DnsDiscovery, InferencePoolDiscovery, KubernetesDiscovery
+from xds_control.config.kv_events import KvEventPorts, KvEventsConfig
 from xds_control.config.limits import Limits, PriorityClass
 from xds_control.config.picker import PoolPicker
 from xds_control.config.regex import re2_error
@@ -24,6 +25,7 @@ from xds_control.config.strict import StrictModel
 from xds_control.config.weights import WeightPolicy
 
 __all__ = [
+    "STREAMED_TRY_IDLE_S",
     "CircuitBreakers",
     "EndpointConfig",
     "Engine",
@@ -53,7 +55,8 @@ Name = Annotated[
 
 
 class Engine(StrEnum):
-    """The inference engine behind a pool; it selects metric names and the engine base weight."""
+    """The inference engine behind a server: it selects the metric names the server is read in
+    (its dialect) and the engine base weight. A pool's ``engine`` is its servers' default."""
 
     VLLM = "vllm"
     TRITON = "triton"
@@ -90,6 +93,16 @@ class EndpointConfig(StrictModel):
     device: Device | None = Field(
         default=None,
         description="The GPU / MIG slice the server runs on; required in a single_device pool.",
+    )
+    engine: Engine | None = Field(
+        default=None,
+        description="The server's engine, when it is not the pool's `engine` (a pool may mix "
+        "engines): its metric names and engine base weight. Unset: the pool's.",
+    )
+    kv_events: KvEventPorts | None = Field(
+        default=None,
+        description="The server's KV-event ports, when not its pool's `kv_events` ports "
+        "(docs/kv-events.md). Read only in a pool with `kv_events`.",
     )
 
 
@@ -184,7 +197,12 @@ class Pool(StrictModel):
     """A pool of inference servers: one Envoy cluster."""
 
     name: Name
-    engine: Engine = Field(default=Engine.VLLM, description="Engine type of every server.")
+    engine: Engine = Field(
+        default=Engine.VLLM,
+        description="Engine of the pool's servers, unless an endpoint entry's `engine` or a "
+        "pod's label `xds-control.io/engine` names another: it selects the metric names each "
+        "server is read in and its engine base weight.",
+    )
     endpoints: tuple[EndpointConfig, ...] = Field(
         default=(), description="Servers listed inline. Use this or endpoints_file."
     )
@@ -198,6 +216,11 @@ class Pool(StrictModel):
     )
     dns: DnsDiscovery | None = Field(
         default=None, description="Host names resolved to endpoints, re-resolved periodically."
+    )
+    inference_pool: InferencePoolDiscovery | None = Field(
+        default=None,
+        description="Endpoints of a Gateway API Inference Extension InferencePool: the ready "
+        "pods its selector matches, on its target ports.",
     )
     lb: LoadBalancing = Field(
         default_factory=LoadBalancing, description="Envoy load-balancing policy and its knobs."
@@ -236,12 +259,17 @@ class Pool(StrictModel):
         description="Per-request endpoint picking (docs/picker.md); unset: the pool's `lb` "
         "policy with the engine's weights picks alone.",
     )
+    kv_events: KvEventsConfig | None = Field(
+        default=None,
+        description="Subscribe to the servers' KV-cache events (vLLM's `--kv-events-config` "
+        "ZMQ publisher; docs/kv-events.md). Unset: none.",
+    )
 
     @model_validator(mode="after")
     def _one_endpoint_source(self) -> Self:
         if self.endpoints and self.endpoints_file is not None:
             raise ValueError("give either endpoints or endpoints_file, not both")
-        sources = ("endpoints", "endpoints_file", "kubernetes", "dns")
+        sources = ("endpoints", "endpoints_file", "kubernetes", "dns", "inference_pool")
         given = [k for k in sources if getattr(self, k)]
         if len(given) > 1:
             raise ValueError(f"give one endpoint source, not {' and '.join(given)}")
@@ -324,20 +352,67 @@ class HashKey(StrictModel):
         return self
 
 
+STREAMED_TRY_IDLE_S = 60.0
+"""Default per-try idle timeout of a route that carries only streamed requests: above the first
+token of the longest prompt on the slowest simulated server (32,768 tokens, the profiles' context
+limit, prefilled in one pass by ONNX Runtime on an L4: 0.18 s + 1.2 ms a token, 39.5 s), with
+about 20 s of queueing to spare. The same pass stalls the other streams on that server as long,
+so the gap between two tokens fits too."""
+
+
 class RetryPolicy(StrictModel):
-    """Envoy retries; generative requests are expensive, so retry only what never started."""
+    """Envoy retries, on by default. Envoy never retries once the response has begun reaching
+    the client (a streamed response sends its headers with the first token; a non-streamed one
+    when it is done), so what a retry repeats is at most a generation whose answer was lost."""
 
     retry_on: str = Field(
         default="connect-failure,refused-stream,reset",
-        description="Envoy retry_on conditions (comma-separated).",
+        description="Envoy retry_on conditions (comma-separated). `reset`, not "
+        "`reset-before-request`: Envoy counts a try's timeout as a reset after the request was "
+        "sent, so only `reset` moves a request off a hung server; it also retries a "
+        "non-streamed request whose server died mid-generation, which runs that generation "
+        "again elsewhere (the client gets an answer, not a 503; the pool's retry budget bounds "
+        "the extra load).",
     )
-    num_retries: int = Field(default=1, ge=0, le=10, description="Retries per request.")
-    per_try_timeout_s: float | None = Field(default=None, gt=0, description="Unset: no limit.")
+    num_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Retries per request: a third server when two fail at once (a rollout, "
+        "a crash that resets what another just refused). With one server killed under load "
+        "two retries lost none in the fault suite.",
+    )
+    per_try_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Longest wait for a try's response headers (Envoy stops the clock once "
+        "they reach the client). A streamed response's headers come with its first token, a "
+        "non-streamed one's when the whole answer is done: so this cuts, and retries, every "
+        "non-streamed generation longer than it. Unset: none (the route's `timeout_s`); the "
+        "per-try idle timeout bounds the first token of streamed requests instead.",
+    )
+    per_try_idle_timeout_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="Longest silence from the server on one try, first byte included, "
+        "after which the try is reset and retried on another server if nothing has reached "
+        "the client yet (once the response has begun, the reset ends it). A non-streamed "
+        "response is silent until done, so a limit cuts long generations: unset, it is "
+        f"{STREAMED_TRY_IDLE_S:.0f} on a route that matches only streamed requests "
+        "(`match.stream: true`) and none on any other; 0: none.",
+    )
     other_host: bool = Field(
         default=True,
         description="Retry on a server not yet tried (Envoy's previous_hosts predicate): the "
         "one that failed is likely to fail again.",
     )
+
+    def try_idle_timeout_s(self, *, streamed: bool) -> float | None:
+        """The per-try idle timeout Envoy gets on a route that carries only streamed requests
+        (``streamed``) or any other; ``None``: none."""
+        if self.per_try_idle_timeout_s is None:
+            return STREAMED_TRY_IDLE_S if streamed else None
+        return self.per_try_idle_timeout_s or None
 
 
 class PoolShare(StrictModel):
@@ -387,9 +462,10 @@ class Route(StrictModel):
         "generation. Unset: the listener's `stream_idle_timeout_s`. 0 disables.",
     )
     retry: RetryPolicy | None = Field(
-        default=None,
-        description="Unset: no retries. Set (e.g. `{}`): retries on another server of what "
-        "never reached one.",
+        default_factory=RetryPolicy,
+        description="Retries on another server of what failed before any answer reached the "
+        "client: connect failures, refused streams, resets and, on a route of streamed "
+        "requests, a server silent past the per-try idle timeout. `null`: no retries.",
     )
     priority: PriorityClass | None = Field(
         default=None,

@@ -4,7 +4,8 @@ With ``picker`` set, Envoy asks the picker (an ``ext_proc`` gRPC service that ``
 serve`` runs) for each request to the pool which server should take it, and the pool's cluster
 honours the answer (``override_host``). Whatever goes wrong with the picker, Envoy falls back to
 the pool's own load-balancing policy with the engine's weights: the picker can make routing
-better, never a request fail.
+better, never a request fail. The one exception is a pool that asks to fail closed
+(``fail_open: false``, or an InferencePool's ``failureMode: FailClose``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from xds_control.config.address import IpPort
+from xds_control.config.flow import FlowControl
 from xds_control.config.strict import StrictModel
 
 __all__ = ["PoolPicker"]
@@ -34,6 +36,14 @@ class PoolPicker(StrictModel):
         "(`failure_mode_allow`). A pick takes well under a millisecond; 50 ms bounds what a "
         "stalled picker adds to 100 ms, a fraction of a time to first token. A listener "
         "routing to several picker pools uses the shortest.",
+    )
+    fail_open: bool = Field(
+        default=True,
+        description="When the picker cannot answer (down, slow, a broken stream), the request "
+        "goes on to the fallback policy (Envoy's `failure_mode_allow`). false: Envoy refuses it "
+        "with a 500 instead. A pool whose endpoints come from an InferencePool takes its "
+        "`endpointPickerRef.failureMode` in place of this (FailOpen: true; FailClose, the "
+        "API's default: false).",
     )
     fallbacks: int = Field(
         default=2,
@@ -73,4 +83,9 @@ class PoolPicker(StrictModel):
         description="How much more a server that already holds the request's prefix is worth "
         "than its engine weight alone: a cache hit saves the prefill, worth a few times the "
         "queue a busier server adds. 1: ignore the prefix index.",
+    )
+    flow: FlowControl | None = Field(
+        default=None,
+        description="Hold requests while every server is saturated instead of sending them "
+        "on (docs/flow-control.md). Unset: every request is picked at once.",
     )

@@ -9,14 +9,15 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from xds_control.config.address import IpPort
-from xds_control.config.groups import NodeGroup, UnknownNodes
+from xds_control.config.groups import DEFAULT_GROUP, NodeGroup, UnknownNodes
+from xds_control.config.inference_pools import InferencePoolsDiscovery
 from xds_control.config.model import Listener, Pool
 from xds_control.config.restart import RestartConfig
 from xds_control.config.serving import GrpcConfig, TlsConfig, XdsAddress
 from xds_control.config.signals import SignalsConfig
 from xds_control.config.watch import WatchConfig
 
-__all__ = ["ENV_PREFIX", "Config"]
+__all__ = ["ENV_PREFIX", "Config", "group_names"]
 
 ENV_PREFIX = "XDS_CONTROL_"
 
@@ -65,7 +66,17 @@ class Config(BaseSettings):
         min_length=1,
         description="Header that route `match.model` compares against.",
     )
-    pools: tuple[Pool, ...] = Field(min_length=1, description="Pools of inference servers.")
+    pools: tuple[Pool, ...] = Field(
+        default=(),
+        description="Pools of inference servers; at least one, unless `inference_pools` "
+        "makes them.",
+    )
+    inference_pools: InferencePoolsDiscovery | None = Field(
+        default=None,
+        description="Pools made and removed at run time from the InferencePools of a "
+        "Kubernetes namespace, one pool per object, named as it is; routes name them as any "
+        "pool. Unset: the pools are the config's alone.",
+    )
     listeners: tuple[Listener, ...] = Field(min_length=1, description="Envoy listeners.")
     signals: SignalsConfig = Field(
         default_factory=SignalsConfig,
@@ -120,3 +131,10 @@ class Config(BaseSettings):
             "listeners": len(self.listeners),
             "routes": sum(len(listener.routes) for listener in self.listeners),
         }
+
+
+def group_names(config: Config) -> tuple[str, ...]:
+    """The groups ``config`` publishes a snapshot for, in config order."""
+    if not config.node_groups:
+        return (DEFAULT_GROUP,)
+    return tuple(group.name for group in config.node_groups)

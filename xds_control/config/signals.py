@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 from xds_control.config.model import Engine
 from xds_control.config.strict import StrictModel
 
-__all__ = ["EndpointMapping", "ScrapeConfig", "SignalsConfig"]
+__all__ = ["DataPathConfig", "EndpointMapping", "ScrapeConfig", "SignalsConfig"]
 
 _DURATION = r"^[1-9][0-9]*(ms|s|m|h)$"
 
@@ -79,6 +79,31 @@ class ScrapeConfig(StrictModel):
     )
 
 
+class DataPathConfig(StrictModel):
+    """Observations from the data path: what Envoy measured per endpoint while serving real
+    requests, streamed to the control plane by Envoy's gRPC access-log service."""
+
+    enabled: bool = Field(
+        default=False,
+        description="On, every listener gets a gRPC access log to the control plane over the "
+        "bootstrap's xDS cluster (its TLS or Unix socket too), and each endpoint's sample "
+        "gains the `datapath_*` readings: request rate, requests in flight, mean time to first "
+        "byte, seconds per streamed byte, request bytes per response byte, error ratio. The "
+        "engine times with them every endpoint that exports no decode step (Triton, ONNX "
+        "Runtime, servers with no metrics), on the vLLM and SGLang servers' scale, and weighs "
+        "routes over pools of different engines. It alone is a signal source. Off by default "
+        "(it adds about 0.5 ms at p99 per request, docs/benchmarks.md); turn it on for pools "
+        "that mix engines or servers without metrics.",
+    )
+    window_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="The readings span the requests that finished in the last this many "
+        "seconds; an endpoint with none in it is forgotten.",
+    )
+
+
 class SignalsConfig(StrictModel):
     """Where per-endpoint signals come from."""
 
@@ -116,6 +141,7 @@ class SignalsConfig(StrictModel):
         "`$window` placeholders; an empty string disables that signal.",
     )
     scrape: ScrapeConfig = Field(default_factory=ScrapeConfig)
+    data_path: DataPathConfig = Field(default_factory=DataPathConfig)
     reconcile_period_s: float = Field(
         default=1.0,
         ge=0.05,

@@ -183,7 +183,8 @@ class WeightPolicy(StrictModel):
         ge=0,
         lt=1,
         description="A weight is republished only when it moves by this fraction of its "
-        "published value; each push rebuilds Envoy's MAGLEV table.",
+        "published value (or one quantum, or three standard deviations of its measured noise "
+        "up to 20, whichever is largest); each push rebuilds Envoy's MAGLEV table.",
     )
     max_step: int = Field(
         default=30,
@@ -194,9 +195,10 @@ class WeightPolicy(StrictModel):
     settle_s: float = Field(
         default=30.0,
         gt=0,
-        description="A move smaller than the hysteresis band (but of at least 3/4 quantum) is "
-        "published once its target has held still this long, so weights converge; noise keeps "
-        "moving the target and never settles.",
+        description="Span of each weight's slow average and of its measured noise. A move "
+        "the dead band holds back is published, as that average, once the average has moved "
+        "by 3/4 quantum and by three standard errors: weights converge, and identical servers "
+        "to one level.",
     )
     quantum: int = Field(
         default=5,

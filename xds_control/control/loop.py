@@ -9,13 +9,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import structlog
 
 from xds_control.cache import NodeRouting, SnapshotCache
-from xds_control.config import Config, Pool, load_config
-from xds_control.control.limiter import GroupBudgets, Limiter
+from xds_control.config import Config, load_config
+from xds_control.control.discovered import CATALOG, DiscoveredPools
 from xds_control.control.metrics import (
     CONFIG_RELOADS,
     DISCOVERY_ERRORS,
@@ -24,24 +24,26 @@ from xds_control.control.metrics import (
     SNAPSHOT_INFO,
     SNAPSHOTS_PUBLISHED,
 )
-from xds_control.control.reconcile import EndpointWeight, fleet_version, reconcile_groups
-from xds_control.control.sources import carry_over, close_sources, discovered_source
+from xds_control.control.reconcile import ReconcileInputs, fleet_version, reconcile_groups
 from xds_control.control.warm_start import WarmStart
 from xds_control.control.watch import FileWatch
-from xds_control.control.weigher import Weigher, targets_of
+from xds_control.control.weigher import EngineWeights, Weigher, targets_of
 from xds_control.discovery import (
     Endpoint,
     EndpointSource,
-    FileSource,
     FileStamp,
-    StaticSource,
+    carry_over,
+    close_sources,
+    endpoint_source,
+    endpoints_path,
     file_stamp,
 )
-from xds_control.discovery.devices import SingleDeviceSource
 from xds_control.errors import ConfigError, DiscoveryError
+from xds_control.limits import Buckets, Limiter
+from xds_control.signals.kv_events import KvEvents
 from xds_control.tasks import guarded_task
 
-__all__ = ["ControlLoop", "LoopState", "endpoint_source"]
+__all__ = ["ControlLoop", "LoopState"]
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -61,28 +63,9 @@ def _stamp(path: Path) -> FileStamp | None:
         return None  # a missing file is a change too; load_config then reports it
 
 
-def endpoint_source(
-    pool: Pool, *, base: Path, wake: Callable[[], None] = lambda: None
-) -> EndpointSource:
-    """The source of ``pool``'s endpoints; relative files are read from ``base``; ``wake``
-    starts a reconcile when a watched (Kubernetes) source changes."""
-    discovered = discovered_source(pool, wake=wake)
-    if discovered is not None:
-        return discovered
-    path = _endpoints_path(pool, base=base)
-    source: EndpointSource = StaticSource(pool.endpoints) if path is None else FileSource(path)
-    return SingleDeviceSource(source, pool=pool.name) if pool.single_device else source
-
-
-def _endpoints_path(pool: Pool, *, base: Path) -> Path | None:
-    if pool.endpoints_file is None:
-        return None
-    return pool.endpoints_file if pool.endpoints_file.is_absolute() else base / pool.endpoints_file
-
-
 def _watched_files(config: Config, *, config_path: Path) -> list[Path]:
     base = config_path.parent
-    paths = (_endpoints_path(pool, base=base) for pool in config.pools)
+    paths = (endpoints_path(pool, base=base) for pool in config.pools)
     return [config_path, *(p for p in paths if p is not None)]
 
 
@@ -104,11 +87,13 @@ class LoopState:
 
 class ControlLoop:
     """Every reconcile period (``signals.reconcile_period_s``), and as soon as a watched file
-    changes (``watch``): reload the config if its file changed, fetch endpoints, let the weigher
-    decide weights (only on the period), publish if anything changed. A bad
-    edit is logged and rejected, and the last good config and endpoints keep being served; an
-    unexpected error in one phase is logged and shown (``state.errors``), never stops the loop.
-    With the engine on, nothing is published before the engine has weights (``WarmStart``)."""
+    or a watch changes (``watch``, the Kubernetes sources): reload the config if its file
+    changed, add the pools of the InferencePools found (``inference_pools``), fetch
+    endpoints, let the weigher decide weights (only on the period), publish if anything
+    changed. A bad edit is logged and rejected, and the last good config and endpoints keep
+    being served; an unexpected error in one phase is logged and shown (``state.errors``),
+    never stops the loop. With the engine on, nothing is published before the engine has
+    weights (``WarmStart``)."""
 
     def __init__(
         self,
@@ -120,10 +105,15 @@ class ControlLoop:
         on_signals_change: Callable[[Config], None] | None = None,
         limiter: Limiter | None = None,
         envoys: Callable[[], Mapping[str, int]] = dict,
+        kv_events: KvEvents | None = None,
     ) -> None:
         self.state = LoopState(config=config, config_path=config_path)
+        self._loaded = config
+        """The config file's; ``state.config`` is what is served (with InferencePools' pools)."""
         self.weigher = weigher
         self.limiter = limiter
+        self.kv_events = kv_events
+        """The servers' KV-event subscriptions, kept in step with every discovery pass."""
         self._envoys = envoys
         """Node group -> Envoys connected in it: each enforces its share of a budget."""
         self._warm = WarmStart(weigher=weigher, config_path=config_path) if weigher else None
@@ -133,11 +123,13 @@ class ControlLoop:
         self._woken = asyncio.Event()
         self._sources: dict[str, EndpointSource] = {}
         self._sources = self._make_sources(config)
+        self._discovered = DiscoveredPools(wake=self._woken.set)
+        self._pools_config = config
+        """The loaded config with the InferencePools' pools: what the sources are built from."""
         self.published = asyncio.Event()
-        self._last_inputs: (
-            tuple[Config, dict[str, tuple[Endpoint, ...]], dict[str, Any], Any, Any] | None
-        ) = None
-        self._last_weights: dict[str, EndpointWeight] | None = None
+        self._last_inputs: ReconcileInputs | None = None
+        """What the published snapshots were built from: equal inputs, nothing to build."""
+        self._last_weights: EngineWeights | None = None
         self.watch = FileWatch(
             settings=config.watch, wake=self._woken.set, errors=self.state.errors
         )
@@ -175,6 +167,7 @@ class ControlLoop:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)  # its thread stops too
             await close_sources(self._sources.values())
+            await self._discovered.close()
 
     async def scrape_forever(self) -> None:
         """The fast path: sub-second scrapes of each endpoint's /metrics, read by the next step.
@@ -192,6 +185,8 @@ class ControlLoop:
         Each phase that fails keeps its last good result."""
         await self._phase("config", self._reload_config)
         await self._phase("endpoints", self._fetch_endpoints)
+        if self.kv_events is not None:
+            await self._phase("kv_events", self._sync_kv_events)
         decided = await self._phase("weights", self._weights) if decide else _FAILED
         if decide and self.limiter is not None:
             limiter, state = self.limiter, self.state
@@ -227,32 +222,30 @@ class ControlLoop:
         self.state.errors.pop(name, None)
         return result
 
-    async def _weights(self) -> dict[str, EndpointWeight] | None:
-        weigher, state = self.weigher, self.state
-        if weigher is None or self._warm is None or not weigher.enabled:
-            return {}
-        await weigher.fetch(config=state.config, endpoints=state.endpoints)
-        return self._warm.weights(config=state.config, endpoints=state.endpoints)
-
-    async def _publish(self, weights: dict[str, EndpointWeight]) -> None:
+    async def _weights(self) -> EngineWeights | None:
         state = self.state
-        pools = self.weigher.pool_weights(state.config) if self.weigher is not None else {}
-        budgets: GroupBudgets = (
+        if self._warm is None or self.weigher is None or not self.weigher.enabled:
+            return EngineWeights()
+        return await self._warm.weigh(config=state.config, endpoints=state.endpoints)
+
+    async def _publish(self, weights: EngineWeights) -> None:
+        state = self.state
+        budgets = (
             self.limiter.budgets(state.config, envoys=self._envoys())
             if self.limiter is not None
-            else {}
+            else Buckets()
         )
-        inputs = (state.config, dict(state.endpoints), weights, pools, budgets)
+        inputs = ReconcileInputs(
+            config=state.config,
+            endpoints=dict(state.endpoints),  # a copy: the next fetch updates state's in place
+            weights=weights.endpoints,
+            pool_weights=weights.pools,
+            budgets=budgets,
+        )
         if inputs == self._last_inputs:
             return  # same config, endpoints and weights: the same snapshot, not worth building
         # A SnapshotError (inconsistent snapshot) is this phase's error: the last one stays.
-        snapshots = reconcile_groups(
-            config=state.config,
-            endpoints=state.endpoints,
-            weights=weights,
-            pool_weights=pools,
-            budgets=budgets,
-        )
+        snapshots = reconcile_groups(inputs)
         self._last_inputs = inputs
         self._last_weights = weights
         self._cache.set_routing(NodeRouting.of(state.config))
@@ -285,18 +278,33 @@ class ControlLoop:
         CONFIG_RELOADS.labels(result="ok").inc()
         if config.signals != self.state.config.signals and self._on_signals_change is not None:
             self._on_signals_change(config)
-        self.state.config = config
+        self._loaded = config  # served from the endpoints phase on, with its pools
         self.state.config_error = None
-        self._sources = self._make_sources(config)
         self.watch.configure(config.watch)
         self.watch.watch(_watched_files(config, config_path=path))
-        self.state.endpoints = {
-            name: eps for name, eps in self.state.endpoints.items() if name in self._sources
-        }
         log.info("config reloaded", path=str(path), **config.summary())
+
+    async def _sync_kv_events(self) -> None:
+        if self.kv_events is not None:
+            self.kv_events.sync(self.state.config, self.state.endpoints)
+
+    async def _find_pools(self) -> None:
+        """The pools to serve: the loaded config's and the InferencePools'; a changed set
+        gets its sources (kept where unchanged) and loses the endpoints of pools gone."""
+        state = self.state
+        pools = await self._discovered.pools_config(self._loaded, errors=state.discovery_errors)
+        if pools is self._pools_config:
+            return
+        self._pools_config = pools
+        self._sources = self._make_sources(pools)
+        state.endpoints = {n: eps for n, eps in state.endpoints.items() if n in self._sources}
+        for name in [n for n in state.discovery_errors if n not in self._sources]:
+            if name != CATALOG:
+                del state.discovery_errors[name]
 
     async def _fetch_endpoints(self) -> None:
         state = self.state
+        await self._find_pools()
         for name, source in self._sources.items():
             try:
                 state.endpoints[name] = await source.fetch()
@@ -313,6 +321,7 @@ class ControlLoop:
                 state.discovery_errors[name] = message
             else:
                 state.discovery_errors.pop(name, None)
+        state.config = self._discovered.served(self._pools_config, sources=self._sources)
 
 
 async def _wait(event: asyncio.Event, *, timeout: float) -> None:

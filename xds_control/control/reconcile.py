@@ -1,97 +1,111 @@
 """One reconcile step: config + endpoints + weights -> a consistent snapshot per node group.
-Pure."""
+Pure: the snapshot is a function of ``ReconcileInputs`` alone."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from envoy.config.cluster.v3 import cluster_pb2
 
 from xds_control.config import DEFAULT_GROUP, Config, HighPriorityBreakers, NodeGroup, Pool
-from xds_control.discovery import Endpoint, Health
+from xds_control.config.picker import PoolPicker
+from xds_control.discovery import Endpoint
+from xds_control.limits import Buckets
 from xds_control.xds import (
+    EndpointWeight,
     Snapshot,
-    WeightedEndpoint,
     build_cluster,
     build_listener,
     build_load_assignment,
+    build_picker_cluster,
     build_route_configuration,
     build_snapshot,
 )
-from xds_control.xds.picker import with_pickers
-from xds_control.xds.routes import Budgets
 
 __all__ = [
-    "EndpointWeight",
+    "PoolWeights",
+    "ReconcileInputs",
     "fleet_version",
     "group_config",
     "reconcile_groups",
     "reconcile_once",
 ]
 
+PoolWeights = Mapping[str, Mapping[str, Mapping[str, int]]]
+"""Listener -> route -> pool -> weight: the engine's split of each route over several pools."""
+
 
 @dataclass(frozen=True, slots=True)
-class EndpointWeight:
-    """What the weight engine decided for one address, as EDS will publish it."""
+class ReconcileInputs:
+    """Everything the snapshots are built from. Equal inputs build equal snapshots, so the
+    loop skips a step whose inputs equal the last published ones. Equality is by value and
+    cheap when little changed: an unchanged config and each unchanged pool's endpoint tuple
+    are the objects of the last step, which compare at once; the weights are small frozen
+    records."""
 
-    weight: int
-    """1..100 (never 0: Envoy rejects it; an endpoint to avoid is marked, not zeroed)."""
-    health: Health = Health.HEALTHY
+    config: Config
+    endpoints: Mapping[str, tuple[Endpoint, ...]]
+    """Pool name -> its endpoints, as discovery found them."""
+    weights: Mapping[str, EndpointWeight] = field(default_factory=dict)
+    """Address -> the engine's weight; an address missing gets its static weight and
+    discovery's health."""
+    pool_weights: PoolWeights = field(default_factory=dict)
+    """How routes over several pools split; a route missing keeps its pools' static weights."""
+    budgets: Buckets = field(default_factory=Buckets)
+    """Every node group's buckets: the rate limits of listeners with ``limits``; each group's
+    Envoys enforce their own share."""
 
 
-def reconcile_once(
-    *,
-    config: Config,
-    endpoints: Mapping[str, tuple[Endpoint, ...]],
-    weights: Mapping[str, EndpointWeight],
-    pool_weights: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
-    budgets: Mapping[str, Budgets] | None = None,
-) -> Snapshot:
-    """The snapshot for ``config`` with each pool's ``endpoints`` (by pool name); an address
-    missing from ``weights`` gets its static weight and discovery's health. ``pool_weights``
-    (listener -> route -> pool -> weight) splits routes over several pools; without: their
-    static weights. ``budgets`` (listener -> route -> class -> bucket): the rate limits of
-    listeners with ``limits``."""
-    assignments = []
-    for pool in config.pools:
-        weighted = []
-        for endpoint in endpoints.get(pool.name, ()):
-            decided = weights.get(endpoint.address)
-            weighted.append(
-                WeightedEndpoint(
-                    host=endpoint.host,
-                    port=endpoint.port,
-                    weight=endpoint.weight if decided is None else decided.weight,
-                    health=endpoint.health
-                    if decided is None
-                    else _worse(endpoint.health, decided.health),
-                )
+def reconcile_once(inputs: ReconcileInputs, *, group: NodeGroup | None = None) -> Snapshot:
+    """The snapshot of ``group``: its cut of the config (``group_config``) with its budgets;
+    without a group, of the whole config with ``DEFAULT_GROUP``'s budgets. Each pool with a
+    ``picker`` is built with it: its cluster balances by the picker's answer, the listeners
+    routing to it ask the picker, and the picker's own cluster joins the pools' clusters."""
+    config = inputs.config if group is None else group_config(inputs.config, group)
+    budgets = inputs.budgets.of_group(DEFAULT_GROUP if group is None else group.name)
+    pickers = {pool.name: pool.picker for pool in config.pools if pool.picker is not None}
+    return build_snapshot(
+        clusters=_clusters(config, pickers),
+        load_assignments=[
+            build_load_assignment(
+                cluster=pool.name,
+                endpoints=inputs.endpoints.get(pool.name, ()),
+                weights=inputs.weights,
             )
-        assignments.append(build_load_assignment(cluster=pool.name, endpoints=weighted))
-    clusters = [
+            for pool in config.pools
+        ],
+        listeners=[
+            build_listener(
+                listener,
+                model_header=config.model_header,
+                pickers=pickers,
+                data_path=config.signals.data_path.enabled,
+            )
+            for listener in config.listeners
+        ],
+        route_configs=[
+            build_route_configuration(
+                listener,
+                model_header=config.model_header,
+                pool_weights=inputs.pool_weights.get(listener.name),
+                budgets=budgets,
+                pickers=pickers,
+                pools={pool.name for pool in config.pools},
+            )
+            for listener in config.listeners
+        ],
+    )
+
+
+def _clusters(config: Config, pickers: Mapping[str, PoolPicker]) -> list[cluster_pb2.Cluster]:
+    """The pools' clusters, then one per picker address (pools may share a picker)."""
+    pools = [
         build_cluster(pool, high_priority=_high_priority(config, pool)) for pool in config.pools
     ]
-    listeners = [
-        build_listener(listener, model_header=config.model_header) for listener in config.listeners
-    ]
-    route_configs = [
-        build_route_configuration(
-            listener,
-            model_header=config.model_header,
-            pool_weights=(pool_weights or {}).get(listener.name),
-            budgets=(budgets or {}).get(listener.name),
-        )
-        for listener in config.listeners
-    ]
-    clusters, listeners, route_configs = with_pickers(
-        config, clusters=clusters, listeners=listeners, route_configs=route_configs
-    )
-    return build_snapshot(
-        clusters=clusters,
-        load_assignments=assignments,
-        listeners=listeners,
-        route_configs=route_configs,
-    )
+    addresses = sorted({picker.address for picker in pickers.values()})
+    return pools + [build_picker_cluster(address) for address in addresses]
 
 
 def _high_priority(config: Config, pool: Pool) -> HighPriorityBreakers | None:
@@ -103,15 +117,6 @@ def _high_priority(config: Config, pool: Pool) -> HighPriorityBreakers | None:
         if any(pool.name in route.pool_names() for route in listener.routes):
             return listener.limits.high_priority_breakers
     return None
-
-
-_SEVERITY = {Health.HEALTHY: 0, Health.DRAINING: 1, Health.UNHEALTHY: 2}
-
-
-def _worse(a: Health, b: Health) -> Health:
-    """Discovery's and the engine's word together: a draining pod stays draining however
-    well it answers, and a failing one is unhealthy whatever discovery says."""
-    return a if _SEVERITY[a] >= _SEVERITY[b] else b
 
 
 def group_config(config: Config, group: NodeGroup) -> Config:
@@ -129,38 +134,12 @@ def group_config(config: Config, group: NodeGroup) -> Config:
     )
 
 
-def reconcile_groups(
-    *,
-    config: Config,
-    endpoints: Mapping[str, tuple[Endpoint, ...]],
-    weights: Mapping[str, EndpointWeight],
-    pool_weights: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
-    budgets: Mapping[str, Mapping[str, Budgets]] | None = None,
-) -> dict[str, Snapshot]:
+def reconcile_groups(inputs: ReconcileInputs) -> dict[str, Snapshot]:
     """Group name -> its snapshot, each consistent by itself. Without ``node_groups`` one
-    group, ``DEFAULT_GROUP``, with exactly ``reconcile_once``'s snapshot (same version).
-    ``budgets`` are per group: each group's Envoys enforce their own share."""
-    by_group = budgets or {}
-    if not config.node_groups:
-        return {
-            DEFAULT_GROUP: reconcile_once(
-                config=config,
-                endpoints=endpoints,
-                weights=weights,
-                pool_weights=pool_weights,
-                budgets=by_group.get(DEFAULT_GROUP),
-            )
-        }
-    return {
-        group.name: reconcile_once(
-            config=group_config(config, group),
-            endpoints=endpoints,
-            weights=weights,
-            pool_weights=pool_weights,
-            budgets=by_group.get(group.name),
-        )
-        for group in config.node_groups
-    }
+    group, ``DEFAULT_GROUP``, with exactly ``reconcile_once``'s snapshot (same version)."""
+    if not inputs.config.node_groups:
+        return {DEFAULT_GROUP: reconcile_once(inputs)}
+    return {group.name: reconcile_once(inputs, group=group) for group in inputs.config.node_groups}
 
 
 def fleet_version(snapshots: Mapping[str, Snapshot]) -> str:

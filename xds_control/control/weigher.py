@@ -3,7 +3,8 @@
 The IO half of the weight engine: it asks the signal sources, merges their samples and hands
 them to the pure ``compute_weights``. A source that fails keeps its last good samples (the
 engine then holds and, past the TTL, decays by their age), so a dead Prometheus never zeroes a
-weight.
+weight. The data path's readings (``signals.data_path``) join the samples when it is on, so
+the explanations show them; the engine does not weigh them yet.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import aiohttp
 import structlog
 
 from xds_control.config import Config, SignalsConfig
+from xds_control.control.reconcile import PoolWeights
 from xds_control.discovery import Endpoint
-from xds_control.engine import WeightDecision, compute_weights
+from xds_control.engine import WeightDecision, compute_weights, fleet_step_scale
 from xds_control.engine.autoscale import Recommendation, recommend_pools
 from xds_control.engine.pools import PoolWeight, RouteWeights, compute_route_weights, route_key
 from xds_control.errors import SignalError
 from xds_control.signals import (
+    DataPath,
+    DataPathSource,
     PrometheusSource,
     Sample,
     ScrapeSource,
@@ -32,8 +36,9 @@ from xds_control.signals import (
     merge_samples,
     targets_for_pool,
 )
+from xds_control.xds import EndpointWeight
 
-__all__ = ["EngineView", "Weigher", "targets_of"]
+__all__ = ["EngineView", "EngineWeights", "Weigher", "targets_of"]
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +47,7 @@ def targets_of(config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]) ->
     """Every endpoint of every pool, as signal targets."""
     out: list[Target] = []
     for pool in config.pools:
-        out += targets_for_pool(pool, (e.address for e in endpoints.get(pool.name, ())))
+        out += targets_for_pool(pool, endpoints.get(pool.name, ()))
     return tuple(out)
 
 
@@ -50,9 +55,22 @@ def _decidable(sample: Sample) -> bool:
     values = sample.values
     return (
         Signal.DECODE_STEP_S in values
+        or Signal.EXEC_COMPUTE_S in values
         or values.get(Signal.RUNNING) == 0
         or sample.scrape_failures > 0
     )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineWeights:
+    """What an engine cycle hands the reconcile step: the part of its decisions EDS and RDS
+    publish. Compared by value: equal weights build the same snapshot."""
+
+    endpoints: Mapping[str, EndpointWeight] = field(default_factory=dict)
+    """Address -> weight and health."""
+    pools: PoolWeights = field(default_factory=dict)
+    """Listener -> route -> pool -> weight, for each route over several pools the engine
+    measured (the others keep their static weights)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +100,17 @@ class Weigher:
         *,
         prometheus: SignalSource | None,
         scrape: ScrapeSource | None,
+        data_path: SignalSource | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._prometheus = prometheus
         self.scrape = scrape
+        self._data_path_source = data_path
+        self.data_path = DataPath()
+        """What the access-log service fills (``signals/access_log.py``), as configured."""
         self._clock = clock
         self._prometheus_samples: Mapping[str, Sample] = {}
+        self._data_path_samples: Mapping[str, Sample] = {}
         self._decisions: dict[str, WeightDecision] = {}
         self._by_pool: Mapping[str, tuple[WeightDecision, ...]] = MappingProxyType({})
         self._routes: RouteWeights = MappingProxyType({})
@@ -104,7 +127,8 @@ class Weigher:
         return weigher
 
     def configure(self, *, client: aiohttp.ClientSession, signals: SignalsConfig) -> None:
-        """(Re)build the sources; decisions and last good samples are kept."""
+        """(Re)build the sources; decisions and last good samples are kept (the data path's
+        window too, unless ``window_s`` changed)."""
         self._prometheus = (
             PrometheusSource(client=client, config=signals)
             if signals.prometheus_url is not None
@@ -115,11 +139,22 @@ class Weigher:
             if signals.scrape.enabled
             else None
         )
+        self.data_path.configure(signals.data_path)
+        self._data_path_source = (
+            DataPathSource(data_path=self.data_path, clock=self._clock)
+            if signals.data_path.enabled
+            else None
+        )
 
     @property
     def enabled(self) -> bool:
-        """Whether any signal source is configured (else static weights are served)."""
-        return self._prometheus is not None or self.scrape is not None
+        """Whether any signal source is configured (else static weights are served): the data
+        path alone is one (servers with no metrics are timed by it)."""
+        return (
+            self._prometheus is not None
+            or self.scrape is not None
+            or self._data_path_source is not None
+        )
 
     def view(self) -> EngineView:
         """The last cycle's decisions, read-only."""
@@ -132,22 +167,25 @@ class Weigher:
             autoscale=self._autoscale,
         )
 
-    def pool_weights(self, config: Config) -> dict[str, dict[str, dict[str, int]]]:
-        """Listener -> route -> pool -> weight, as the route builder takes them; empty with
-        the engine off (routes over pools then keep their static weights)."""
-        if not self.enabled:
-            return {}
-        out: dict[str, dict[str, dict[str, int]]] = {}
+    def weights(self, config: Config) -> EngineWeights:
+        """The last decisions (computed, or restored from a saved state) as the reconcile step
+        takes them; pool weights only for the routes of ``config``."""
+        endpoints = {
+            d.address: EndpointWeight(d.weight, d.health)
+            for decisions in self._by_pool.values()
+            for d in decisions
+        }
+        pools: dict[str, dict[str, dict[str, int]]] = {}
         for listener in config.listeners:
             for route in listener.routes:
                 found: Mapping[str, PoolWeight] = self._routes.get(
                     route_key(listener.name, route.name), {}
                 )
                 if found:
-                    out.setdefault(listener.name, {})[route.name] = {
+                    pools.setdefault(listener.name, {})[route.name] = {
                         pool: weight.weight for pool, weight in found.items()
                     }
-        return out
+        return EngineWeights(endpoints=endpoints, pools=pools)
 
     @property
     def has_signals(self) -> bool:
@@ -155,8 +193,11 @@ class Weigher:
         one Prometheus query that worked, or a round of scrapes in which every endpoint has a
         decode step, is idle (nothing running: no step to time) or failed. A first round of
         scrapes has only gauges (a step time is a rate between two scrapes), and capacity,
-        the factor that makes weights unequal, would be a guess."""
+        the factor that makes weights unequal, would be a guess. The data path counts once it
+        has timed a stream."""
         if self._prometheus_answered:
+            return True
+        if any(Signal.DATAPATH_STEP_S in s.values for s in self._data_path_samples.values()):
             return True
         scraped = self.scrape.latest() if self.scrape is not None else {}
         return bool(scraped) and all(_decidable(sample) for sample in scraped.values())
@@ -176,21 +217,18 @@ class Weigher:
         self._routes = MappingProxyType(dict(routes))
         self._decisions = {d.address: d for decisions in pools.values() for d in decisions}
 
-    async def weigh(
-        self, *, config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]
-    ) -> dict[str, WeightDecision]:
-        """One engine cycle: ``fetch`` then ``decide``."""
-        await self.fetch(config=config, endpoints=endpoints)
-        return self.decide(config=config, endpoints=endpoints)
-
     async def fetch(self, *, config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]) -> None:
-        """Ask Prometheus (the scrapes run in their own task); a failure keeps the last good
-        samples."""
+        """Ask Prometheus and read the data path (the scrapes run in their own task); a
+        Prometheus failure keeps its last good samples."""
+        targets = targets_of(config, endpoints)
+        self._data_path_samples = (
+            await self._data_path_source.fetch(targets)
+            if self._data_path_source is not None
+            else {}
+        )
         if self._prometheus is not None:
             try:
-                self._prometheus_samples = await self._prometheus.fetch(
-                    targets_of(config, endpoints)
-                )
+                self._prometheus_samples = await self._prometheus.fetch(targets)
                 self._source_error = None
                 self._prometheus_answered = True
             except SignalError as exc:
@@ -200,13 +238,18 @@ class Weigher:
 
     def decide(
         self, *, config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]
-    ) -> dict[str, WeightDecision]:
-        """Merge the latest samples and decide every pool's weights."""
+    ) -> EngineWeights:
+        """Merge the latest samples, decide every pool's weights and every route's split over
+        pools, and return them (``weights``)."""
         scraped = self.scrape.latest() if self.scrape is not None else {}
-        samples = merge_samples(self._prometheus_samples, scraped)
+        samples = merge_samples(self._prometheus_samples, scraped, self._data_path_samples)
         now = self._clock()
         decisions: dict[str, WeightDecision] = {}
         by_pool: dict[str, tuple[WeightDecision, ...]] = {}
+        data_path = self._data_path_source is not None
+        fleet_scale = (
+            fleet_step_scale(decisions=self._decisions, samples=samples) if data_path else None
+        )
         for pool in config.pools:
             pool_endpoints = endpoints.get(pool.name, ())
             previous = {
@@ -215,14 +258,26 @@ class Weigher:
                 if e.address in self._decisions
             }
             decided = compute_weights(
-                pool=pool, endpoints=pool_endpoints, samples=samples, previous=previous, now=now
+                pool=pool,
+                endpoints=pool_endpoints,
+                samples=samples,
+                previous=previous,
+                now=now,
+                data_path=data_path,
+                fleet_scale=fleet_scale,
             )
             decisions.update(decided)
             by_pool[pool.name] = tuple(decided[e.address] for e in pool_endpoints)
         self._decisions = decisions
         self._by_pool = MappingProxyType(by_pool)
         self._routes = MappingProxyType(
-            compute_route_weights(config=config, decisions=by_pool, previous=self._routes, now=now)
+            compute_route_weights(
+                config=config,
+                decisions=by_pool,
+                previous=self._routes,
+                now=now,
+                data_path=data_path,
+            )
         )
         self._autoscale = MappingProxyType(
             recommend_pools(
@@ -230,4 +285,4 @@ class Weigher:
             )
         )
         self._cycle += 1
-        return decisions
+        return self.weights(config)

@@ -1,23 +1,42 @@
-"""Discovery: which endpoints each pool has (inline, file, DNS, Kubernetes EndpointSlices)."""
+"""Discovery: which endpoints each pool has (inline, file, DNS, Kubernetes EndpointSlices,
+InferencePools)."""
 
 from xds_control.discovery.dns import DnsSource, Resolver, system_resolver
 from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.file import FileSource, FileStamp, file_stamp, parse_endpoints_file
 from xds_control.discovery.health import Health
+from xds_control.discovery.inference_pool import InferencePoolSource
+from xds_control.discovery.inference_pool_catalog import InferencePoolCatalog
 from xds_control.discovery.kubernetes import KubernetesSource
+from xds_control.discovery.kubernetes_inference_pool import FailureMode
 from xds_control.discovery.source import EndpointSource
+from xds_control.discovery.sources import (
+    carry_over,
+    close_sources,
+    endpoint_source,
+    endpoints_path,
+    failure_modes,
+)
 from xds_control.discovery.static import StaticSource, to_endpoints
 
 __all__ = [
     "DnsSource",
     "Endpoint",
     "EndpointSource",
+    "FailureMode",
     "FileSource",
     "FileStamp",
     "Health",
+    "InferencePoolCatalog",
+    "InferencePoolSource",
     "KubernetesSource",
     "Resolver",
     "StaticSource",
+    "carry_over",
+    "close_sources",
+    "endpoint_source",
+    "endpoints_path",
+    "failure_modes",
     "file_stamp",
     "parse_endpoints_file",
     "system_resolver",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -26,15 +27,19 @@ from xds_control.config.discovery import KubernetesDiscovery
 from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.kubernetes_client import KubeApi, connect
 from xds_control.discovery.kubernetes_pod_reader import PodReader
-from xds_control.discovery.kubernetes_slices import merge_slices, slice_endpoints, slice_pods
-from xds_control.discovery.kubernetes_watch import Gone, WatchEvent, list_slices, watch_slices
+from xds_control.discovery.kubernetes_slices import (
+    SERVICE_NAME_LABEL,
+    merge_slices,
+    slice_endpoints,
+    slice_pods,
+)
+from xds_control.discovery.kubernetes_watch import Listing, Request, WatchEvent, follow
 from xds_control.errors import DiscoveryError
 from xds_control.tasks import guarded_task
 
 __all__ = ["KubernetesSource"]
 
 log = structlog.get_logger(__name__)
-_MAX_BACKOFF_S = 30.0
 
 
 class KubernetesSource:
@@ -90,23 +95,27 @@ class KubernetesSource:
             self._api = None
 
     async def _run(self) -> None:
-        backoff = self._settings.relist_backoff_s
-        while True:
-            try:
-                if self._api is None:
-                    self._api = await connect(self._settings)
-                version = await self._relist()
-                backoff = self._settings.relist_backoff_s
-                while True:  # renew the watch from the last version until it fails
-                    version = await self._watch(version)
-                    await self._catch_up_pods()
-            except Gone as exc:
-                self._log.info("resourceVersion expired; listing again", reason=str(exc))
-            except Exception as exc:  # whatever the server sends, list again; never stop
-                message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
-                self._fail(f"{self._settings.namespace}/{self._settings.service}: {message}")
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+        settings = self._settings
+        await follow(
+            what=f"{settings.namespace}/{settings.service}",
+            connect=self._connect,
+            request=self._request,
+            on_list=self._take_listing,
+            on_event=self._apply,
+            on_failure=self._failed,
+            watch_timeout_s=settings.watch_timeout_s,
+            relist_backoff_s=settings.relist_backoff_s,
+            log=self._log,
+            after_watch=self._catch_up_pods,
+        )
+
+    async def _connect(self) -> None:
+        if self._api is None:
+            self._api = await connect(self._settings)
+
+    def _failed(self, exc: Exception) -> None:
+        message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
+        self._fail(f"{self._settings.namespace}/{self._settings.service}: {message}")
 
     def _fail(self, message: str) -> None:
         if message != self._error:
@@ -114,15 +123,20 @@ class KubernetesSource:
         self._error = message
         self._wake()  # the loop shows the error
 
-    async def _relist(self) -> str:
+    def _request(self) -> Request:
         settings = self._settings
-        listing = await list_slices(
-            self._api, namespace=settings.namespace, service=settings.service
+        api: KubeApi = self._api  # connected before any list or watch
+        return functools.partial(
+            api.list_namespaced_endpoint_slice,
+            settings.namespace,
+            label_selector=f"{SERVICE_NAME_LABEL}={settings.service}",
         )
+
+    async def _take_listing(self, listing: Listing) -> None:
         before = {e.address for e in self._endpoints}
-        self._items = listing.slices
-        await self._read_pods(listing.slices.values())
-        self._slices = {name: self._parse(item) for name, item in listing.slices.items()}
+        self._items = listing.items
+        await self._read_pods(listing.items.values())
+        self._slices = {name: self._parse(item) for name, item in listing.items.items()}
         self._error = None
         self._listed.set()
         self._publish()
@@ -135,21 +149,6 @@ class KubernetesSource:
             added=sorted(after - before),
             removed=sorted(before - after),
         )
-        return listing.resource_version
-
-    async def _watch(self, version: str) -> str:
-        settings = self._settings
-        events = watch_slices(
-            self._api,
-            namespace=settings.namespace,
-            service=settings.service,
-            resource_version=version,
-            timeout_s=settings.watch_timeout_s,
-        )
-        async for event in events:
-            await self._apply(event)
-            version = event.resource_version or version
-        return version
 
     async def _apply(self, event: WatchEvent) -> None:
         name = str((event.object.get("metadata") or {}).get("name", ""))
@@ -161,7 +160,7 @@ class KubernetesSource:
             self._items.pop(name, None)
             self._slices.pop(name, None)
         else:
-            return  # BOOKMARK: only the version moves
+            return  # no other kind reaches here: follow keeps bookmarks to itself
         self._log.debug("EndpointSlice event", type=event.type, slice=name)
         self._publish()
 

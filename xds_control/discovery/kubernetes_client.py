@@ -12,17 +12,17 @@ import asyncio
 import os
 from typing import Any
 
-from xds_control.config.discovery import KubernetesDiscovery
+from xds_control.config.discovery import KubeConnection
 from xds_control.errors import DiscoveryError
 
-__all__ = ["KubeApi", "connect", "pods_api"]
+__all__ = ["KubeApi", "connect", "custom_objects_api", "pods_api"]
 
 _SERVICE_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 KubeApi = Any
 """``kubernetes_asyncio.client.DiscoveryV1Api``; the generated client is untyped."""
 
 
-async def connect(settings: KubernetesDiscovery) -> KubeApi:
+async def connect(settings: KubeConnection) -> KubeApi:
     """An API client for ``settings``: its kubeconfig, else the pod's service account when
     running in a pod, else $KUBECONFIG or ~/.kube/config. ``DiscoveryError`` when the
     optional ``kubernetes`` extra is missing or the config cannot be loaded."""
@@ -59,3 +59,10 @@ def pods_api(api: KubeApi) -> KubeApi:
     from kubernetes_asyncio import client
 
     return client.CoreV1Api(api.api_client)
+
+
+def custom_objects_api(api: KubeApi) -> KubeApi:
+    """A ``CustomObjectsApi`` on ``api``'s connection, for InferencePools (a CRD's objects)."""
+    from kubernetes_asyncio import client
+
+    return client.CustomObjectsApi(api.api_client)

@@ -5,10 +5,16 @@ server, and only the pod can say which GPU it was given. So the pod behind each 
 endpoint (its ``targetRef``) is read, and what it says wins over the slice's labels:
 
 - labels ``xds-control.io/engine``, ``gpu-class``, ``model``, ``batch-slots`` (as on the Service);
+  the engine label is authoritative: it selects the metric names the server is read in and its
+  engine base weight over the pool's ``engine``. A value that names no engine is logged once
+  (per value) and ignored: the server is read as its pool's engine, discovery goes on;
 - annotations ``xds-control.io/gpu-uuid``, ``mig-instance``, ``mig-profile``: the GPU and MIG
   slice, spelled as the DCGM exporter labels its series (``UUID``, ``GPU_I_ID``,
   ``GPU_I_PROFILE``), so a device plugin hook or an operator copies them from there or from
-  ``nvidia-smi -L``. Annotations, not labels: a GPU UUID is not something to select pods by.
+  ``nvidia-smi -L``. Annotations, not labels: a GPU UUID is not something to select pods by;
+- annotations ``xds-control.io/kv-events-port`` and ``kv-replay-port``, else container ports
+  named ``kv-events`` and ``kv-replay``: where the server publishes its KV-cache events, when
+  not on its pool's ``kv_events`` ports.
 """
 
 from __future__ import annotations
@@ -17,7 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import structlog
+
+from xds_control.config import Engine
 from xds_control.config.devices import Device
+from xds_control.config.kv_events import KvEventPorts
 from xds_control.discovery.endpoint import Endpoint
 
 __all__ = [
@@ -31,10 +41,13 @@ __all__ = [
     "PodFacts",
     "PodRef",
     "apply_pod",
+    "label_engine",
     "label_facts",
     "pod_facts",
     "pod_ref",
 ]
+
+log = structlog.get_logger(__name__)
 
 LABEL_ENGINE = "xds-control.io/engine"
 LABEL_GPU_CLASS = "xds-control.io/gpu-class"
@@ -43,6 +56,10 @@ LABEL_BATCH_SLOTS = "xds-control.io/batch-slots"
 ANNOTATION_GPU_UUID = "xds-control.io/gpu-uuid"
 ANNOTATION_MIG_INSTANCE = "xds-control.io/mig-instance"
 ANNOTATION_MIG_PROFILE = "xds-control.io/mig-profile"
+ANNOTATION_KV_EVENTS_PORT = "xds-control.io/kv-events-port"
+ANNOTATION_KV_REPLAY_PORT = "xds-control.io/kv-replay-port"
+PORT_KV_EVENTS = "kv-events"
+PORT_KV_REPLAY = "kv-replay"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +82,36 @@ class PodFacts:
     """What a pod says about its server; ``None``: the pod does not say (the slice's label,
     if any, stays)."""
 
-    engine: str | None = None
+    engine: Engine | None = None
     gpu_class: str | None = None
     model: str | None = None
     batch_slots: int | None = None
     device: Device | None = None
+    kv_events: KvEventPorts | None = None
+
+
+_warned: set[str] = set()
+"""Engine label values already warned about (a log line per value, not per pod and cycle)."""
+_WARN_AT_MOST = 64
+
+
+def label_engine(value: str | None) -> Engine | None:
+    """The engine an ``xds-control.io/engine`` label names; ``None`` for no label or a value
+    that names no engine (warned once per value: the pool's engine is used, discovery goes on)."""
+    if not value:
+        return None
+    try:
+        return Engine(value)
+    except ValueError:
+        if value not in _warned and len(_warned) < _WARN_AT_MOST:
+            _warned.add(value)
+            log.warning(
+                "unknown engine label; the pool's engine is used",
+                label=LABEL_ENGINE,
+                value=value,
+                known=[e.value for e in Engine],
+            )
+        return None
 
 
 def _positive_int(text: str | None) -> int | None:
@@ -81,7 +123,7 @@ def _positive_int(text: str | None) -> int | None:
 def label_facts(labels: Mapping[str, str]) -> PodFacts:
     """The facts that labels state (a Service's, copied onto its slices, or a pod's own)."""
     return PodFacts(
-        engine=labels.get(LABEL_ENGINE) or None,
+        engine=label_engine(labels.get(LABEL_ENGINE)),
         gpu_class=labels.get(LABEL_GPU_CLASS) or None,
         model=labels.get(LABEL_MODEL) or None,
         batch_slots=_positive_int(labels.get(LABEL_BATCH_SLOTS)),
@@ -113,11 +155,33 @@ def _device(annotations: Mapping[str, str]) -> Device | None:
     )
 
 
+def _port(text: object) -> int | None:
+    value = _positive_int(str(text)) if text is not None else None
+    return value if value is not None and value <= 65_535 else None
+
+
+def _kv_events(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> KvEventPorts | None:
+    """The pod's KV-event ports: its annotations, else its containers' ports named
+    ``kv-events`` and ``kv-replay``."""
+    named: dict[str, int] = {}
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        for port in container.get("ports") or ():
+            if port.get("name") in (PORT_KV_EVENTS, PORT_KV_REPLAY):
+                number = _port(port.get("containerPort"))
+                if number is not None:
+                    named[port["name"]] = number
+    events = _port(annotations.get(ANNOTATION_KV_EVENTS_PORT)) or named.get(PORT_KV_EVENTS)
+    replay = _port(annotations.get(ANNOTATION_KV_REPLAY_PORT)) or named.get(PORT_KV_REPLAY)
+    return None if events is None else KvEventPorts(port=events, replay_port=replay)
+
+
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
-    """A Pod object's labels and annotations -> the facts it states about its server."""
+    """A Pod object's labels, annotations and named ports -> the facts it states about its
+    server."""
     metadata = pod.get("metadata") or {}
     labels = label_facts(metadata.get("labels") or {})
-    return replace(labels, device=_device(metadata.get("annotations") or {}))
+    annotations = metadata.get("annotations") or {}
+    return replace(labels, device=_device(annotations), kv_events=_kv_events(pod, annotations))
 
 
 def apply_pod(endpoint: Endpoint, facts: PodFacts | None) -> Endpoint:
@@ -131,4 +195,5 @@ def apply_pod(endpoint: Endpoint, facts: PodFacts | None) -> Endpoint:
         model=facts.model or endpoint.model,
         batch_slots=facts.batch_slots or endpoint.batch_slots,
         device=facts.device or endpoint.device,
+        kv_events=facts.kv_events or endpoint.kv_events,
     )

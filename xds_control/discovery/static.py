@@ -23,6 +23,8 @@ def to_endpoints(configs: Iterable[EndpointConfig]) -> tuple[Endpoint, ...]:
                 weight=item.weight,
                 batch_slots=item.batch_slots,
                 device=item.device,
+                engine=item.engine,
+                kv_events=item.kv_events,
             )
         )
     return tuple(out)

@@ -1,5 +1,6 @@
 """Engine: pure functions from signals to endpoint weights (1..100) with their explanation."""
 
+from xds_control.engine.capacity import fleet_step_scale
 from xds_control.engine.compute import changed_meaningfully, compute_weights
 from xds_control.engine.decision import Factors, WeightDecision
 from xds_control.engine.inputs import WEIGHT_SIGNALS
@@ -10,4 +11,5 @@ __all__ = [
     "WeightDecision",
     "changed_meaningfully",
     "compute_weights",
+    "fleet_step_scale",
 ]

@@ -22,10 +22,11 @@ from xds_control.discovery import Endpoint, Health
 from xds_control.engine.capacity import Capacity, assess_capacity
 from xds_control.engine.columns import Column, Mask, optional, rows
 from xds_control.engine.decision import Factors, WeightDecision
+from xds_control.engine.engines import engine_columns
 from xds_control.engine.health import assess_pool_health
 from xds_control.engine.inputs import Inputs, gather
 from xds_control.engine.score import product, score_factors
-from xds_control.engine.stability import Published, ewma, publish
+from xds_control.engine.stability import Published, ewma, noise_alpha, publish
 from xds_control.engine.staleness import base_weight, stale_target
 from xds_control.engine.warmup import Ramp, ramp
 from xds_control.signals import Sample
@@ -40,15 +41,22 @@ def compute_weights(
     samples: Mapping[str, Sample],
     previous: Mapping[str, WeightDecision],
     now: float,
+    data_path: bool = False,
+    fleet_scale: float | None = None,
 ) -> dict[str, WeightDecision]:
     """Decide the weight and health of every endpoint of ``pool``.
+
+    ``data_path``: the samples carry the data path's readings (``signals.data_path``), which
+    time the endpoints whose engine exports no decode step (``engine/capacity.py``), on the
+    pool's scale or else ``fleet_scale``'s (``fleet_step_scale`` of the last decisions).
 
     ``samples`` and ``previous`` are keyed by address; either may lack any endpoint (no data:
     base weight; not seen before: new, so it warms up unless ``previous`` is empty, i.e. the
     engine's first cycle). Endpoints in ``previous`` but not in ``endpoints`` are dropped.
     """
     policy = pool.weights
-    engine_base = policy.engine_base_weights.of(pool.engine)
+    engines = engine_columns(pool, endpoints)
+    engine_base = engines.base
     inputs = gather(
         endpoints=endpoints,
         samples=samples,
@@ -57,7 +65,13 @@ def compute_weights(
         default_slots=float(policy.max_num_seqs),
     )
     stale = inputs.stale
-    capacity = assess_capacity(inputs, policy)
+    capacity = assess_capacity(
+        inputs,
+        policy,
+        decode_step=engines.decode_step,
+        data_path=data_path,
+        fleet_scale=fleet_scale,
+    )
     health, health_reasons = assess_pool_health(inputs, policy.health)
     warmup = ramp(inputs, starting=not previous, now=now, policy=policy)
     factors = score_factors(inputs, capacity, stale=stale, engine_base=engine_base, policy=policy)
@@ -76,6 +90,10 @@ def compute_weights(
         published=inputs.last("weight"),
         candidate_before=inputs.last("candidate"),
         candidate_since=inputs.last("candidate_since"),
+        mean_before=inputs.last("weight_mean"),
+        spread_before=inputs.last("weight_spread"),
+        measured=~stale & (warmup.warm >= 1.0),
+        alpha=noise_alpha(elapsed_s=now - inputs.last("computed_at"), settle_s=policy.settle_s),
         now=now,
         policy=policy,
     )
@@ -110,7 +128,7 @@ def _smooth(
     score: Column,
     warmup: Ramp,
     stale: Mask,
-    base: float,
+    base: Column,
     now: float,
     policy: WeightPolicy,
 ) -> Smoothed:
@@ -123,12 +141,12 @@ def _smooth(
     reasons = ["fresh signals"] * len(inputs.addresses)
     for row in rows(stale):
         prev = inputs.previous[row]
-        held[row] = prev.held if prev is not None else base
+        held[row] = prev.held if prev is not None else base[row]
         last_fresh_at[row] = prev.last_fresh_at if prev is not None else None
         hold, reasons[row] = stale_target(
             held=float(held[row]),
             last_fresh_at=last_fresh_at[row],
-            base=base,
+            base=float(base[row]),
             now=now,
             policy=policy,
         )
@@ -149,11 +167,22 @@ def _explain(
     suppressed: Mask,
     weights: list[int],
     candidates: list[int],
+    band: Column,
     warm: Column,
+    capacity: Capacity,
+    stale: Mask,
 ) -> list[str]:
-    """The reasons, with the weights hysteresis kept and the endpoints warming up."""
+    """The reasons, with where each fresh endpoint's capacity came from, the weights
+    the dead band kept and the endpoints warming up."""
+    reasons = [
+        reason if is_stale else f"{reason}; capacity: {capacity.source(row)}"
+        for row, (reason, is_stale) in enumerate(zip(reasons, stale.tolist(), strict=True))
+    ]
     for row in rows(suppressed):
-        reasons[row] += f"; kept {weights[row]}, candidate {candidates[row]} within hysteresis"
+        reasons[row] += (
+            f"; kept {weights[row]}, candidate {candidates[row]} within the dead band"
+            f" (+-{float(band[row]):.1f})"
+        )
     for row in rows(warm < 1.0):
         reasons[row] += f"; warming up ({float(warm[row]):.0%})"
     return reasons
@@ -174,7 +203,7 @@ def _decisions(
 ) -> dict[str, WeightDecision]:
     """One ``WeightDecision`` per endpoint, from the columns, field by field in order.
 
-    ``_make`` takes each row's 21 fields as one tuple; calling the constructor with 21
+    ``_make`` takes each row's 28 fields as one tuple; calling the constructor with 28
     positional arguments costs half as much again, a few ms at 10,000 endpoints."""
     weights = published.weight.astype(np.int64).tolist()
     candidates = published.candidate.astype(np.int64).tolist()
@@ -183,7 +212,10 @@ def _decisions(
         suppressed=published.suppressed,
         weights=weights,
         candidates=candidates,
+        band=published.band,
         warm=warmup.warm,
+        capacity=capacity,
+        stale=inputs.stale,
     )
     fields = zip(
         inputs.addresses,
@@ -207,6 +239,10 @@ def _decisions(
         published.candidate_since.tolist(),
         optional(capacity.kept_estimate),
         optional(capacity.kept_recent),
+        *map(optional, capacity.fit),
+        published.mean.tolist(),
+        published.spread.tolist(),
+        optional(capacity.step_scale),
         strict=True,
     )
     return dict(zip(inputs.addresses, map(WeightDecision._make, fields), strict=True))

@@ -88,6 +88,25 @@ class WeightDecision(NamedTuple):
     capacity_recent: float | None = None
     """Quick EWMA of the same readings; when it falls ``capacity_drop`` below the estimate,
     the estimate jumps down to it."""
+    stall_fit_x: float | None = None
+    """Running mean of the prefill work per decode step (running x prefill tokens per output
+    token); with the three below, the fit of the decode step to it (``engine/capacity.py``)."""
+    stall_fit_y: float | None = None
+    """Running mean of the decode step reading (seconds)."""
+    stall_fit_xx: float | None = None
+    """Running mean of the prefill work squared."""
+    stall_fit_xy: float | None = None
+    """Running mean of the prefill work times the decode step."""
+    weight_mean: float | None = None
+    """Slow average of ``smoothed`` (over the policy's ``settle_s``)."""
+    weight_spread: float | None = None
+    """Mean square of ``smoothed``'s distance from ``weight_mean``: the weight's measured
+    noise, squared; three standard deviations of it are the least a move must pass, and a
+    published move starts both afresh (``engine/stability.py``)."""
+    step_scale: float | None = None
+    """Smoothed ratio of the engine's decode step to the data path's time per response byte on
+    this endpoint (about its bytes per output token); the pool's median puts a data-path
+    reading on the engines' scale (``engine/capacity.py``). ``None`` until both were read."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable explanation (``/v1/weights?explain=1``)."""

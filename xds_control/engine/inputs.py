@@ -28,6 +28,7 @@ __all__ = ["SIGNALS", "STATE", "WEIGHT_SIGNALS", "Inputs", "gather"]
 
 _WEIGHT = (
     Signal.DECODE_STEP_S,
+    Signal.EXEC_COMPUTE_S,
     Signal.BATCH_SLOTS,
     Signal.WAITING,
     Signal.KV_USAGE,
@@ -35,15 +36,37 @@ _WEIGHT = (
     Signal.GPU_MEMORY_USED,
     Signal.SLO_TTFT,
     Signal.RUNNING,
+    Signal.DATAPATH_STEP_S,
 )
 WEIGHT_SIGNALS = frozenset(_WEIGHT)
 """Signals that make an endpoint's data fresh; ``up`` or a start time alone do not."""
 
-SIGNALS = (*_WEIGHT, Signal.UP, Signal.ERROR_RATIO, Signal.STARTED_AT)
+SIGNALS = (
+    *_WEIGHT,
+    Signal.UP,
+    Signal.ERROR_RATIO,
+    Signal.STARTED_AT,
+    Signal.PREFILL_RATIO,
+    Signal.DATAPATH_INFLIGHT,
+    Signal.DATAPATH_PROMPT_RATIO,
+)
 """Row order of ``Inputs.fresh``: the weight signals first."""
 
-_NUMBERS = ("smoothed", "weight", "candidate", "candidate_since")
-_OPTIONAL = ("capacity_estimate", "capacity_recent", "started_at", "warmup_from", "first_seen_at")
+_NUMBERS = ("smoothed", "weight", "candidate", "candidate_since", "computed_at")
+_OPTIONAL = (
+    "capacity_estimate",
+    "capacity_recent",
+    "started_at",
+    "warmup_from",
+    "first_seen_at",
+    "stall_fit_x",
+    "stall_fit_y",
+    "stall_fit_xx",
+    "stall_fit_xy",
+    "weight_mean",
+    "weight_spread",
+    "step_scale",
+)
 STATE = (*_NUMBERS, *_OPTIONAL)
 """Row order of ``Inputs.state``: what the next cycle needs of a decision, then its factors."""
 

@@ -15,7 +15,9 @@ Capacities compare across pools only when their step times are the same kind of 
 vLLM and SGLang export the time between tokens (a decode step), Triton (and ONNX Runtime
 behind it) only compute time per execution, which for a generative model spans a whole
 request, so a Triton pool would read some output-length times slower than it is. A route
-that mixes the two kinds keeps its static weights (``measures_comparable``).
+that mixes the two kinds keeps its static weights (``measures_comparable``), unless the data
+path is on: then every capacity without an engine step of its own is the data path's, on the
+fleet's decode-step scale (``engine/capacity.py``), and every route is weighed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import numpy as np
 from xds_control.config import Config, Engine, WeightPolicy
 from xds_control.discovery import Health
 from xds_control.engine.decision import WeightDecision
-from xds_control.engine.stability import ewma, publish
+from xds_control.engine.engines import PER_REQUEST_STEP
+from xds_control.engine.stability import ewma, noise_alpha, publish
 
 __all__ = [
     "PoolWeight",
@@ -58,6 +61,10 @@ class PoolWeight:
     smoothed: float
     candidate: int
     candidate_since: float
+    computed_at: float | None = None
+    mean: float | None = None
+    """Slow average of ``smoothed``; with ``spread``, the noise the dead band follows."""
+    spread: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable explanation (``/v1/weights?explain=1``)."""
@@ -89,6 +96,12 @@ def pool_capacity(decisions: Sequence[WeightDecision]) -> tuple[float, float] | 
         capacity += share * (estimate if usable and estimate is not None else mean)
         counted += share
     return capacity, counted
+
+
+def _or_nan(weight: PoolWeight | None, name: str) -> float:
+    """``weight``'s optional field ``name``, NaN when there is none (or no ``weight``)."""
+    value: float | None = None if weight is None else getattr(weight, name)
+    return float("nan") if value is None else value
 
 
 def compute_pool_weights(
@@ -127,6 +140,13 @@ def compute_pool_weights(
         published=np.array([nan if p is None else p.weight for p in before], dtype=float),
         candidate_before=np.array([nan if p is None else p.candidate for p in before], dtype=float),
         candidate_since=np.array([now if p is None else p.candidate_since for p in before]),
+        mean_before=np.array([_or_nan(p, "mean") for p in before], dtype=float),
+        spread_before=np.array([_or_nan(p, "spread") for p in before], dtype=float),
+        measured=np.ones(len(names), dtype=bool),
+        alpha=noise_alpha(
+            elapsed_s=now - np.array([_or_nan(p, "computed_at") for p in before]),
+            settle_s=policy.settle_s,
+        ),
         now=now,
         policy=policy,
     )
@@ -140,13 +160,12 @@ def compute_pool_weights(
             smoothed=float(smoothed[i]),
             candidate=int(outcome.candidate[i]),
             candidate_since=float(outcome.candidate_since[i]),
+            computed_at=now,
+            mean=float(outcome.mean[i]),
+            spread=float(outcome.spread[i]),
         )
         for i, name in enumerate(names)
     }
-
-
-PER_REQUEST_STEP = frozenset({Engine.TRITON, Engine.ONNXRUNTIME})
-"""Engines whose step time is compute time per execution (a whole request), not per token."""
 
 
 def measures_comparable(engines: Iterable[Engine]) -> bool:
@@ -172,16 +191,19 @@ def compute_route_weights(
     decisions: Mapping[str, Sequence[WeightDecision]],
     previous: RouteWeights,
     now: float,
+    data_path: bool = False,
 ) -> dict[str, dict[str, PoolWeight]]:
     """Pool weights for every route over several pools (``compute_pool_weights``), each with
     the stability settings (``weights``) of the route's first pool; a route whose pools are
-    not all measured, or not measured in the same unit, is left out."""
+    not all measured, or (without the data path, ``data_path``) not measured in the same unit,
+    is left out."""
     out: dict[str, dict[str, PoolWeight]] = {}
     for listener in config.listeners:
         for route in listener.routes:
             if not route.pools:
                 continue
-            if not measures_comparable(config.pool(name).engine for name in route.pool_names()):
+            engines = (config.pool(name).engine for name in route.pool_names())
+            if not data_path and not measures_comparable(engines):
                 continue
             key = route_key(listener.name, route.name)
             weights = compute_pool_weights(

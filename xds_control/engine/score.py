@@ -31,9 +31,10 @@ _MIN_TYPICAL = 1e-6
 
 
 def score_factors(
-    inputs: Inputs, capacity: Capacity, *, stale: Mask, engine_base: float, policy: WeightPolicy
+    inputs: Inputs, capacity: Capacity, *, stale: Mask, engine_base: Column, policy: WeightPolicy
 ) -> Column:
-    """The seven factors of every endpoint, shape (7, n), in ``Factors`` field order."""
+    """The seven factors of every endpoint, shape (7, n), in ``Factors`` field order;
+    ``engine_base`` is each endpoint's engine base weight."""
     known = inputs.known
     if capacity.best > 0.0:  # capacities can underflow to 0 on garbage
         relative = capacity.estimate / capacity.best  # best >= estimate >= 0: in [0, 1]
@@ -42,6 +43,8 @@ def score_factors(
     # An endpoint with no capacity reading and none before is assumed typical.
     typical = max(capacity.typical, _MIN_TYPICAL)
     relative = np.where((relative == relative) | known | stale, relative, typical)
+    # So is one whose timing the pool cannot compare (``Capacity.assumed``), every cycle.
+    relative = np.where(capacity.assumed & ~stale, typical, relative)
     waiting = inputs.signal(Signal.WAITING)
     kv = inputs.signal(Signal.KV_USAGE)
     hits = inputs.signal(Signal.PREFIX_HIT_RATIO)

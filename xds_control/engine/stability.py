@@ -14,7 +14,7 @@ import numpy as np
 from xds_control.config import WeightPolicy
 from xds_control.engine.columns import Column, Mask
 
-__all__ = ["Published", "ewma", "passes_hysteresis", "publish", "quantise"]
+__all__ = ["Published", "ewma", "noise_alpha", "publish", "quantise"]
 
 Value = TypeVar("Value", float, Column)
 
@@ -32,16 +32,25 @@ def quantise(value: Column, *, quantum: int) -> Column:
     return quantised
 
 
-def passes_hysteresis(
-    published: Column, smoothed: Column, *, fraction: float, quantum: int
-) -> Mask:
-    """Whether ``smoothed`` has left the dead band around the ``published`` weight.
+_NOISE_BAND = 3.0
+"""Standard deviations of measured noise a move must exceed: noise alone passes about one
+cycle in 400, and then by little."""
 
-    The band is measured on the continuous value, not the quantised one: at low weights one
-    quantum is more than ``fraction`` of the weight, and a value hovering on a quantum
-    boundary would otherwise flip between the two levels every few cycles.
-    """
-    return np.abs(smoothed - published) >= np.maximum(fraction * published, quantum)
+_NOISE_CAP = 20.0
+"""The most a measured noise band holds back (a fifth of the weight scale): a trend (a server
+slowing down over a few windows) widens the noise it is measured against as it goes, and must
+still get through."""
+
+_NOISE_CLIP = 3.0
+"""One cycle's deviation counts as at most this many standard deviations in the noise it
+measures: a real change is published before it can widen the band it has to pass."""
+
+
+def noise_alpha(*, elapsed_s: Column, settle_s: float) -> Column:
+    """Per endpoint, how far this cycle moves the slow mean and the measured noise: the
+    weight of ``elapsed_s`` (since the last cycle) in an average over ``settle_s``."""
+    alpha: Column = 1.0 - np.exp(-np.clip(elapsed_s, 0.0, settle_s) / settle_s)
+    return np.where(alpha == alpha, alpha, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +61,13 @@ class Published:
     candidate: Column
     candidate_since: Column
     suppressed: Mask
-    """Where the candidate differs from ``weight`` but did not pass hysteresis yet."""
+    """Where the candidate differs from the published weight, and the dead band kept it."""
+    mean: Column
+    """Slow average of the smoothed weight (over ``settle_s``)."""
+    spread: Column
+    """Mean square of the smoothed weight's distance from ``mean``: its noise, squared."""
+    band: Column
+    """How far the smoothed weight had to move from the published one to be published."""
 
 
 def publish(
@@ -61,32 +76,67 @@ def publish(
     published: Column,
     candidate_before: Column,
     candidate_since: Column,
+    mean_before: Column,
+    spread_before: Column,
+    measured: Mask,
+    alpha: Column,
     now: float,
     policy: WeightPolicy,
 ) -> Published:
     """Turn smoothed weights into the weights to publish.
 
-    The candidate is ``smoothed`` quantised and limited to ``max_step`` from ``published``.
-    It replaces ``published`` when it passes hysteresis, or when it has stayed the same for
-    ``settle_s`` and ``smoothed`` is at least three quarters of a quantum away (the hysteresis
-    floor): hysteresis alone would leave a weight short of a steady target forever. The margin
-    matters: a value hovering on a quantum boundary keeps one candidate for long stretches, and
-    settling on it without a margin flipped low weights between two levels every ``settle_s``.
-    A row never published before (``published`` NaN) publishes its candidate at once.
+    Each weight's noise is measured where ``measured`` (fresh signals, no ramp): the mean
+    square distance of its smoothed value from a slow average of it (over ``settle_s``; one
+    outlying cycle counted as at most ``_NOISE_CLIP`` standard deviations); a published move
+    starts the average afresh; a row not measured has no noise band.
+
+    The candidate is ``smoothed`` quantised and limited to ``max_step`` from ``published``;
+    it replaces ``published`` when it leaves the dead band, the largest of
+    ``hysteresis x weight``, one quantum and three standard deviations of the noise (at most
+    ``_NOISE_CAP``): a real
+    change (a spike, a fault) is far outside it and is published at once, the noise of a
+    steady server stays inside. A move the band holds back is still published once the slow
+    average has moved by at least three quarters of a quantum and by three standard errors of
+    that average (the noise over the square root of the cycles it averages): the weight
+    converges to a steady target, and identical servers to the same level, because what is
+    published then is the average, not one noisy cycle. A row never published before
+    (``published`` NaN) publishes its candidate at once.
     """
     quantum = policy.quantum
-    candidate = quantise(smoothed, quantum=quantum)
-    published = np.where(published == published, published, candidate)
-    low, high = published - policy.max_step, published + policy.max_step
-    candidate = np.maximum(np.maximum(low, 1.0), np.minimum(candidate, high))
+    first = mean_before != mean_before
+    deviation = np.where(first, 0.0, smoothed - mean_before)
+    spread_last = np.where(spread_before == spread_before, spread_before, 0.0)
+    limit = _NOISE_CLIP**2 * np.maximum(spread_last, (quantum / 2.0) ** 2)
+    # Averages over time, so each row's ``alpha`` depends on its time since the last cycle.
+    spread = spread_last + alpha * (np.minimum(deviation * deviation, limit) - spread_last)
+    # A row not measured follows its smoothed value exactly: its move is a rule, not noise.
+    mean = np.where(first | ~measured, smoothed, mean_before + alpha * (smoothed - mean_before))
+    # A row not measured (held, decaying or ramping up) moves by rule, not by noise.
+    noise = np.where(measured, np.sqrt(spread_last), 0.0)
+
+    published = np.where(published == published, published, quantise(smoothed, quantum=quantum))
+    low, high = np.maximum(published - policy.max_step, 1.0), published + policy.max_step
+    candidate = np.maximum(low, np.minimum(quantise(smoothed, quantum=quantum), high))
+    average = np.maximum(low, np.minimum(quantise(mean, quantum=quantum), high))
     since = np.where(candidate == candidate_before, candidate_since, now)
-    moved = passes_hysteresis(published, smoothed, fraction=policy.hysteresis, quantum=quantum)
-    distance = np.abs(smoothed - published)
-    settled = (now - since >= policy.settle_s) & (distance >= 0.75 * quantum)
-    take = (candidate == published) | moved | settled
+    band = np.maximum(
+        np.maximum(policy.hysteresis * published, quantum),
+        np.minimum(_NOISE_BAND * noise, _NOISE_CAP),
+    )
+    moved = np.abs(smoothed - published) >= band
+    standard_error = noise * np.sqrt(alpha / (2.0 - alpha))
+    settled = np.abs(mean - published) >= np.maximum(0.75 * quantum, _NOISE_BAND * standard_error)
+    weight = np.where(
+        (candidate == published) | moved, candidate, np.where(settled, average, published)
+    )
     return Published(
-        weight=np.where(take, candidate, published),
+        weight=weight,
         candidate=candidate,
         candidate_since=since,
-        suppressed=~take,
+        suppressed=(weight == published) & (candidate != published),
+        # A published move starts the average afresh at the new level: the change was real,
+        # and the distance the old average lags behind it is not noise.
+        mean=np.where(moved, smoothed, mean),
+        spread=np.where(measured & ~moved, spread, spread_last),
+        band=band,
     )

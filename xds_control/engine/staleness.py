@@ -8,12 +8,14 @@ weight it had when it last had one for ``hold_s``, then moves linearly to the ba
 from __future__ import annotations
 
 from xds_control.config import WeightPolicy
+from xds_control.engine.columns import Column
 
 __all__ = ["base_weight", "stale_target"]
 
 
-def base_weight(*, engine_base: float, policy: WeightPolicy) -> float:
-    """Weight of an endpoint nothing is known about: ``100 * engine base * base_fraction``."""
+def base_weight(*, engine_base: Column, policy: WeightPolicy) -> Column:
+    """Weight of an endpoint nothing is known about: ``100 * engine base * base_fraction``, per
+    endpoint (each by its own engine's base)."""
     return 100.0 * engine_base * policy.base_fraction
 
 

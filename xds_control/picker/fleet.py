@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from xds_control.config import Config
+from xds_control.config import Config, Engine, engine_of
 from xds_control.config.picker import PoolPicker
 from xds_control.discovery import Endpoint, Health
 from xds_control.engine import WeightDecision
@@ -23,7 +23,8 @@ def _candidate(endpoint: Endpoint, decision: WeightDecision | None) -> Candidate
     if decision is None:
         healthy = endpoint.health is Health.HEALTHY
         return Candidate(address=endpoint.address, weight=endpoint.weight, healthy=healthy)
-    waiting = decision.sample.readings.get(Signal.WAITING) if decision.sample else None
+    readings = decision.sample.readings if decision.sample else {}
+    waiting, kv = readings.get(Signal.WAITING), readings.get(Signal.KV_USAGE)
     return Candidate(
         address=endpoint.address,
         weight=decision.weight,
@@ -31,6 +32,8 @@ def _candidate(endpoint: Endpoint, decision: WeightDecision | None) -> Candidate
         speed=decision.factors.capacity * decision.warmup,
         waiting=0.0 if waiting is None else waiting.value,
         observed_at=None if waiting is None else waiting.observed_at,
+        kv_usage=None if kv is None else kv.value,
+        kv_observed_at=None if kv is None else kv.observed_at,
     )
 
 
@@ -45,8 +48,13 @@ def candidates(
 
 
 def picker_addresses(config: Config) -> list[str]:
-    """Where the pools' pickers serve, each once: where ``serve`` listens for Envoy."""
-    return sorted({p.picker.address for p in config.pools if p.picker is not None})
+    """Where the pools' pickers serve, each once: where ``serve`` listens for Envoy. The
+    InferencePools' pools (``inference_pools``) share one, known before any of them exists."""
+    addresses = {p.picker.address for p in config.pools if p.picker is not None}
+    found = config.inference_pools
+    if found is not None and found.picker is not None:
+        addresses.add(found.picker.address)
+    return sorted(addresses)
 
 
 @dataclass
@@ -61,6 +69,7 @@ class Fleet:
 
     def __post_init__(self) -> None:
         self._cache: dict[str, tuple[object, object, tuple[Candidate, ...]]] = {}
+        self._uncached: dict[str, tuple[object, object, frozenset[str]]] = {}
 
     def picker(self, pool: str) -> PoolPicker | None:
         """``pool``'s picker settings; ``None`` for an unknown pool or one without a picker."""
@@ -68,6 +77,30 @@ class Fleet:
             if each.name == pool:
                 return each.picker
         return None
+
+    def sole_pool(self, address: str) -> str | None:
+        """The pool whose picker serves at ``address`` when it is the only one there: a
+        gateway of the Gateway API Inference Extension runs one picker per pool and names
+        none, so a stream to that address is for that pool. ``None`` when none or several
+        pools share the address (their streams must name the pool)."""
+        pools = [p.name for p in self.config().pools if p.picker and p.picker.address == address]
+        return pools[0] if len(pools) == 1 else None
+
+    def without_prefix_cache(self, pool: str) -> frozenset[str]:
+        """``pool``'s servers that keep no prefix cache (ONNX Runtime has none): the picker
+        claims no prefix on them."""
+        config, endpoints = self.config(), self.endpoints().get(pool, ())
+        known = self._uncached.get(pool)
+        if known is not None and known[0] is config and known[1] is endpoints:
+            return known[2]
+        found: frozenset[str] = frozenset()
+        for each in config.pools:
+            if each.name == pool:
+                found = frozenset(
+                    e.address for e in endpoints if engine_of(each, e) is Engine.ONNXRUNTIME
+                )
+        self._uncached[pool] = (config, endpoints, found)
+        return found
 
     def candidates(self, pool: str) -> tuple[Candidate, ...]:
         """``pool``'s servers now."""

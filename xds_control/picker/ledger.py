@@ -3,24 +3,28 @@ tokens it asked that server to prefill.
 
 The engine's ``waiting`` reading is up to a scrape period old; what the picker sent since is
 the part of each server's queue that reading cannot know. An assignment counts until the
-first of: its request ended (Envoy closed the ``ext_proc`` stream), a reading of the server
-taken after it (the server's own count includes it from then on), or ``max_age_s`` (a lost
-end: nothing stays counted forever).
+first of: its server answered (the response's headers: the prefill is over, the first token
+out), its request ended (Envoy closed the ``ext_proc`` stream), a reading of the server taken
+after it (the server's own count includes it from then on), or ``max_age_s`` (a lost end:
+nothing stays counted forever).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-__all__ = ["Ledger"]
+__all__ = ["Assignment", "Ledger"]
 
 
-class _Assignment(NamedTuple):
+class Assignment(NamedTuple):
+    """Where one request was sent, when, with how many tokens to prefill and which blocks."""
+
     address: str
     tokens: float
     at: float
+    blocks: Sequence[bytes] = ()
 
 
 class Ledger:
@@ -28,16 +32,30 @@ class Ledger:
 
     def __init__(self, *, max_age_s: float) -> None:
         self.max_age_s = max_age_s
-        self._open: OrderedDict[Hashable, _Assignment] = OrderedDict()
+        self._open: OrderedDict[Hashable, Assignment] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._open)
 
-    def add(self, request: Hashable, *, address: str, tokens: float, now: float) -> None:
-        """``request`` went to ``address`` at ``now`` with ``tokens`` to prefill."""
+    def add(
+        self,
+        request: Hashable,
+        *,
+        address: str,
+        tokens: float,
+        now: float,
+        blocks: Sequence[bytes] = (),
+    ) -> None:
+        """``request`` went to ``address`` at ``now`` with ``tokens`` to prefill, its prompt's
+        ``blocks`` with it."""
         self._open.pop(request, None)
-        self._open[request] = _Assignment(address, tokens, now)
+        self._open[request] = Assignment(address, tokens, now, blocks)
         self._expire(now)
+
+    def answered(self, request: Hashable) -> Assignment | None:
+        """``request``'s server answered: its prefill no longer queues. Its assignment (where
+        it was sent), or ``None`` for an unknown or ended request."""
+        return self._open.pop(request, None)
 
     def end(self, request: Hashable) -> None:
         """``request`` is over (unknown requests are ignored: an end may come twice)."""
@@ -50,13 +68,24 @@ class Ledger:
                 return
             self._open.popitem(last=False)
 
-    def pending(self, *, since: Mapping[str, float | None], now: float) -> dict[str, float]:
-        """Address -> tokens assigned to it after ``since[address]`` (all, for ``None`` or an
-        address not listed) and still open at ``now``."""
+    def _open_since(self, *, since: Mapping[str, float | None], now: float) -> Iterator[Assignment]:
         self._expire(now)
-        out: dict[str, float] = {}
         for a in self._open.values():
             after = since.get(a.address)
             if after is None or a.at > after:
-                out[a.address] = out.get(a.address, 0.0) + a.tokens
+                yield a
+
+    def pending(self, *, since: Mapping[str, float | None], now: float) -> dict[str, float]:
+        """Address -> tokens assigned to it after ``since[address]`` (all, for ``None`` or an
+        address not listed) and still open at ``now``."""
+        out: dict[str, float] = {}
+        for a in self._open_since(since=since, now=now):
+            out[a.address] = out.get(a.address, 0.0) + a.tokens
+        return out
+
+    def unanswered(self, *, since: Mapping[str, float | None], now: float) -> dict[str, int]:
+        """Address -> requests, as ``pending`` counts their tokens."""
+        out: dict[str, int] = {}
+        for a in self._open_since(since=since, now=now):
+            out[a.address] = out.get(a.address, 0) + 1
         return out

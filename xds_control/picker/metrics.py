@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-__all__ = ["PICKS", "PICK_SECONDS"]
+__all__ = ["PICKS", "PICK_SECONDS", "SERVED"]
 
 PICKS = Counter(
     "xds_control_picker_picks_total",
@@ -13,6 +13,13 @@ PICKS = Counter(
     "prefill saved), placed (no block known: the cheapest server), none (nothing to pick on: "
     "the fallback policy decides), error (a failed pick, answered as none).",
     ["pool", "outcome"],
+)
+SERVED = Counter(
+    "xds_control_picker_served_total",
+    "Picked requests whose response began, by pool and where it came from: picked (the "
+    "server named first) or elsewhere (Envoy went down the fallback list or retried; the "
+    "prefix index then records the server that answered).",
+    ["pool", "where"],
 )
 PICK_SECONDS = Histogram(
     "xds_control_picker_pick_seconds",

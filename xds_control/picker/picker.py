@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
+from xds_control.flow.saturation import saturated
 from xds_control.picker.fleet import Fleet
+from xds_control.picker.held import HeldBlocks, token_keys
 from xds_control.picker.index import PrefixIndex
 from xds_control.picker.ledger import Ledger
-from xds_control.picker.metrics import PICKS
+from xds_control.picker.metrics import PICKS, SERVED
 from xds_control.picker.prefix import BLOCK_BYTES, BYTES_PER_TOKEN, Prompt, read_prompt
 from xds_control.picker.score import Candidate, Ranking, rank, uncached_tokens
 
@@ -52,9 +54,28 @@ class Picker:
     """Picks for every pool of ``fleet``; ``clock`` is Unix time (the engine's readings'
     clock), injected for tests."""
 
-    def __init__(self, *, fleet: Fleet, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        fleet: Fleet,
+        clock: Callable[[], float] = time.time,
+        held: HeldBlocks | None = None,
+        tokenize: Callable[[bytes], Sequence[int] | None] | None = None,
+        stale: Callable[[str, str], bool] | None = None,
+        delivered: Callable[[str], frozenset[str] | None] | None = None,
+    ) -> None:
+        """``held`` is the index from the servers' KV events; it decides for the servers that
+        publish them once ``tokenize`` (a request body -> its prompt's token ids, as the
+        engine's tokenizer gives them) is given. Without both, routing history decides, and so
+        it does for a server whose events ``stale(pool, address)`` says have stopped.
+        ``delivered(pool)`` gives the servers every Envoy has taken (its ACKed EDS; ``None``:
+        none asks): flow control dispatches only to those."""
         self.fleet = fleet
+        self._delivered = delivered
         self.clock = clock
+        self.held = held
+        self._tokenize = tokenize
+        self._stale = stale
         self._pools: dict[str, _Pool] = {}
 
     def _pool(self, pool: str, capacity: int) -> _Pool:
@@ -64,11 +85,20 @@ class Picker:
         return state
 
     def _rank(
-        self, state: _Pool, *, pool: str, prompt: Prompt, cached: Mapping[str, float], count: int
+        self,
+        state: _Pool,
+        *,
+        pool: str,
+        prompt: Prompt,
+        cached: Mapping[str, float],
+        count: int,
+        subset: Collection[str] | None,
     ) -> tuple[Ranking, Sequence[Candidate], Mapping[str, float]]:
         settings = self.fleet.picker(pool)
         assert settings is not None
-        candidates = self.fleet.candidates(pool)
+        candidates: Sequence[Candidate] = self.fleet.candidates(pool)
+        if subset is not None:
+            candidates = [c for c in candidates if c.address in subset]
         now = self.clock()
         pending = state.ledger.pending(
             since={c.address: c.observed_at for c in candidates}, now=now
@@ -85,11 +115,19 @@ class Picker:
         )
         return ranking, candidates, queued
 
-    def pick(self, *, pool: str, body: bytes, request: Hashable | None = None) -> list[str]:
+    def pick(
+        self,
+        *,
+        pool: str,
+        body: bytes,
+        request: Hashable | None = None,
+        subset: Collection[str] | None = None,
+    ) -> list[str]:
         """Addresses for a request to ``pool`` with ``body``, best first; empty when there is
         nothing to pick on (no picker for the pool, a body too large or not a completion
         request, no healthy server): Envoy's fallback policy then decides. ``request`` names
-        the request for ``end`` (``None``: its end will not be reported)."""
+        the request for ``served`` and ``end`` (``None``: neither will be reported). With a
+        ``subset`` (the gateway's hint), only those addresses may be named."""
         settings = self.fleet.picker(pool)
         prompt = None
         if settings is not None and len(body) <= settings.max_body_bytes:
@@ -98,12 +136,14 @@ class Picker:
             PICKS.labels(pool=pool, outcome="none").inc()
             return []
         state = self._pool(pool, settings.index_size)
-        cached = {
-            address: min(prompt.tokens, blocks * BLOCK_BYTES / BYTES_PER_TOKEN)
-            for address, blocks in state.index.matched(prompt.blocks).items()
-        }
+        cached = self._cached(state, pool=pool, prompt=prompt, body=body)
         ranking, candidates, queued = self._rank(
-            state, pool=pool, prompt=prompt, cached=cached, count=1 + settings.fallbacks
+            state,
+            pool=pool,
+            prompt=prompt,
+            cached=cached,
+            count=1 + settings.fallbacks,
+            subset=subset,
         )
         chosen = ranking.order
         if not chosen:
@@ -125,6 +165,37 @@ class Picker:
             )
         return chosen
 
+    def _cached(self, state: _Pool, *, pool: str, prompt: Prompt, body: bytes) -> dict[str, float]:
+        """Address -> prompt tokens the server holds: from its KV events when it publishes
+        them and the prompt's tokens are known, else from where the picker sent prompts; none
+        on a server that keeps no prefix cache."""
+        uncached = self.fleet.without_prefix_cache(pool)
+        cached = {
+            address: min(prompt.tokens, blocks * BLOCK_BYTES / BYTES_PER_TOKEN)
+            for address, blocks in state.index.matched(prompt.blocks).items()
+            if address not in uncached
+        }
+        held = self.held
+        size = held.block_size if held is not None else None
+        ids = self._tokenize(body) if self._tokenize is not None and size else None
+        if held is None or size is None or ids is None:
+            return cached
+        # Token counts from events are exact; the history's are bytes / 4: put them on one
+        # scale, the prompt's own estimate, before mixing servers of both kinds.
+        scale = prompt.tokens / max(1, len(ids))
+        stale = self._stale
+
+        def by_events(address: str) -> bool:
+            return held.publishes(address) and not (stale is not None and stale(pool, address))
+
+        from_events = held.matched(token_keys(ids, block_size=size))
+        for address in [a for a in cached if by_events(a)]:
+            del cached[address]
+        for address, blocks in from_events.items():
+            if address not in uncached and by_events(address):
+                cached[address] = min(prompt.tokens, blocks * size * scale)
+        return cached
+
     def _record(
         self,
         state: _Pool,
@@ -135,12 +206,14 @@ class Picker:
         chosen: str,
         request: Hashable | None,
     ) -> None:
-        state.index.put(prompt.blocks, chosen)
+        if chosen not in self.fleet.without_prefix_cache(pool):
+            state.index.put(prompt.blocks, chosen)
         state.ledger.add(
             object() if request is None else request,
             address=chosen,
             tokens=uncached_tokens(tokens=prompt.tokens, cached=cached.get(chosen, 0.0)),
             now=self.clock(),
+            blocks=prompt.blocks,
         )
         mean = state.mean_tokens
         state.mean_tokens = (
@@ -148,6 +221,60 @@ class Picker:
         )
         outcome = "held" if chosen in cached else "moved" if cached else "placed"
         PICKS.labels(pool=pool, outcome=outcome).inc()
+
+    def open_tokens(self, pool: str) -> dict[str, float]:
+        """Address -> prompt tokens of the requests the picker sent there that have not ended
+        (before a reading of the server discounts them): what it believes each one queues."""
+        state = self._pools.get(pool)
+        return {} if state is None else state.ledger.pending(since={}, now=self.clock())
+
+    def saturated(self, pool: str) -> bool:
+        """No healthy server of ``pool`` has room for one more request, by its flow control's
+        thresholds (``xds_control.flow.saturated``); ``False`` without flow control."""
+        settings = self.fleet.picker(pool)
+        if settings is None or settings.flow is None:
+            return False
+        flow = settings.flow
+        candidates = self.fleet.candidates(pool)
+        delivered = self._delivered(pool) if self._delivered is not None else None
+        if delivered is not None:
+            # A server the control plane knows but an Envoy has not ACKed yet (scale from
+            # zero: the EDS update is on its way) would be named to an Envoy that has no such
+            # host, and the request would find the pool empty: 503.
+            candidates = tuple(c for c in candidates if c.address in delivered)
+        now = self.clock()
+        fresh_after = now - flow.max_signal_age_s
+        state = self._pools.get(pool)
+        unanswered = {}
+        if state is not None:
+            since = {
+                c.address: c.observed_at
+                if c.observed_at is not None and c.observed_at >= fresh_after
+                else None
+                for c in candidates
+            }
+            unanswered = state.ledger.unanswered(since=since, now=now)
+        return saturated(candidates, unanswered=unanswered, now=now, settings=flow)
+
+    def ready(self, pool: str) -> bool:
+        """Some server of ``pool`` is healthy."""
+        return any(c.healthy for c in self.fleet.candidates(pool))
+
+    def served(self, *, pool: str, request: Hashable, address: str) -> None:
+        """``request`` (as passed to ``pick``) was answered by ``address``, as the response's
+        headers report: its prefill is over. What was picked is not always what served (Envoy
+        went down the fallback list, or retried): then the prompt's blocks are where it
+        served, and the index learns so."""
+        state = self._pools.get(pool)
+        if state is None:
+            return
+        sent = state.ledger.answered(request)
+        if sent is None:
+            return
+        elsewhere = sent.address != address
+        SERVED.labels(pool=pool, where="elsewhere" if elsewhere else "picked").inc()
+        if elsewhere and sent.blocks and address not in self.fleet.without_prefix_cache(pool):
+            state.index.put(sent.blocks, address)
 
     def end(self, *, pool: str, request: Hashable) -> None:
         """``request`` (as passed to ``pick``) is over: its prefill no longer queues."""

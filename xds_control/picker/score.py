@@ -61,6 +61,10 @@ class Candidate(NamedTuple):
     """Requests the server reported waiting for a batch slot (engine's ``waiting``)."""
     observed_at: float | None = None
     """When ``waiting`` was read (Unix seconds); ``None``: never."""
+    kv_usage: float | None = None
+    """The engine's KV-cache usage (0..1); ``None``: not reported."""
+    kv_observed_at: float | None = None
+    """When ``kv_usage`` was read (Unix seconds)."""
 
 
 def _draw(key: bytes, address: str) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -16,7 +17,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import DecodeError
 
-from xds_control.cache import SnapshotCache
+from xds_control.cache.protocol import SnapshotCache
 from xds_control.server.delta import DeltaStream
 from xds_control.server.peer import NodeCheck
 from xds_control.server.pusher import Pusher
@@ -39,7 +40,7 @@ R_contra = TypeVar(
 
 
 class _OnRequest(Protocol[R_contra]):
-    def __call__(self, request: R_contra, *, group: str) -> list[bytes]: ...
+    def __call__(self, request: R_contra, *, group: str, now: float) -> list[bytes]: ...
 
 
 _EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # what read() gives after the last request
@@ -145,6 +146,7 @@ class AdsHandler:
         stream = AdsStream(
             stream_id=next(self._ids),
             snapshot_of=self._cache.snapshot,
+            changed_names=self._cache.changed_names,
             events=self._registry,
         )
         parse = discovery_pb2.DiscoveryRequest.FromString
@@ -158,6 +160,7 @@ class AdsHandler:
         stream = DeltaStream(
             stream_id=next(self._ids),
             snapshot_of=self._cache.snapshot,
+            changed_names=self._cache.changed_names,
             events=self._registry,
         )
         parse = discovery_pb2.DeltaDiscoveryRequest.FromString
@@ -188,7 +191,7 @@ class AdsHandler:
                     else await self._group(request.node, context)
                 )
                 async with lock:
-                    out = on_request(request, group=group)
+                    out = on_request(request, group=group, now=time.time())
                     if pusher is None:
                         pusher = Pusher(stream=stream, lock=lock, context=context)
                         unsubscribe = self._cache.subscribe(stream.group, pusher.wake)

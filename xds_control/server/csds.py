@@ -3,7 +3,8 @@ runs, per resource, in Envoy's own status protocol, so ``istioctl``-style tools 
 ``config_dump``-minded operators read our view without learning our admin API.
 
 Per node and resource (``GenericXdsConfig``): ``version_info`` is the version of the response
-Envoy last ACKed for that type; ``last_updated`` when; ``config_status`` compares what Envoy
+Envoy last ACKed for that type, or the one it reconnected holding (``TypeState.hold``);
+``last_updated`` when; ``config_status`` compares what Envoy
 runs with what we serve now: SYNCED (it ACKed the content we serve), STALE (it runs other
 content, or what we sent is not answered yet), ERROR (it NACKed the last one: ``error_state``
 has Envoy's words, the version it refused and when, ``last_update_attempt``), NOT_SENT (we
@@ -24,7 +25,7 @@ from envoy.type.matcher.v3 import node_pb2, string_pb2
 from google.protobuf import any_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
-from xds_control.cache import SnapshotCache
+from xds_control.cache.protocol import SnapshotCache
 from xds_control.server.registry import StreamRegistry
 from xds_control.server.session import TypeState, XdsStream
 from xds_control.xds import PreparedResource, Snapshot

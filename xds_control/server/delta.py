@@ -1,9 +1,10 @@
 """One incremental (delta) ADS stream: subscriptions, per-resource versions, removals.
 
-Pure logic with no gRPC in it, like ``stream.py`` for the state of the world: requests and
-snapshot changes go in, serialised ``DeltaDiscoveryResponse`` bytes come out. A resource's
-version is its content digest, so a response carries exactly the resources whose digest
-differs from what this Envoy has: a weight change in one pool sends one ClusterLoadAssignment.
+Pure logic with no gRPC in it, no clock and nothing shared, like ``stream.py`` for the state
+of the world: requests and snapshot changes go in, serialised ``DeltaDiscoveryResponse``
+bytes come out. A resource's version is its content digest, so a response carries exactly
+the resources whose digest differs from what this Envoy has: a weight change in one pool
+sends one ClusterLoadAssignment.
 A reconnecting Envoy names what it has (``initial_resource_versions``); what matches is not
 sent again.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 
-from xds_control.server.diffs import changed_names, remember
+from xds_control.cache.protocol import ChangedNames
 from xds_control.server.metrics import REQUESTS
 from xds_control.server.session import XdsStream
 from xds_control.server.state import SentResponse, TypeState
@@ -37,23 +38,23 @@ class DeltaStream(XdsStream):
     variant = "delta"
 
     def on_request(
-        self, request: discovery_pb2.DeltaDiscoveryRequest, *, group: str
+        self, request: discovery_pb2.DeltaDiscoveryRequest, *, group: str, now: float
     ) -> list[bytes]:
-        """Handle one request (an ACK, a NACK, a subscription change, or several at once);
-        return the responses it calls for."""
+        """Handle one request (an ACK, a NACK, a subscription change, or several at once),
+        received at ``now`` (epoch seconds); return the responses it calls for."""
         self._bind(request.node, group)
         type_url = request.type_url
         first = type_url not in self.types
         state = self.types.get(type_url) or self.types.setdefault(type_url, TypeState(type_url))
-        self._answer(state, request)
+        self._answer(state, request, now=now)
         snapshot = self._snapshot_of(self.group)
         _subscribe(state, request, first=first, snapshot=snapshot)
         self._learn(snapshot)
-        response = self._respond(state, snapshot)
+        response = self._respond(state, snapshot, now=now)
         out = [response] if response is not None else []
-        return out + self._knock_on(state, snapshot)
+        return out + self._knock_on(state, snapshot, now=now)
 
-    def on_snapshot(self) -> list[bytes]:
+    def on_snapshot(self, *, now: float) -> list[bytes]:
         """The group's snapshot changed: push what changed, type by type in order."""
         snapshot = self._snapshot_of(self.group)
         self._learn(snapshot)
@@ -61,7 +62,7 @@ class DeltaStream(XdsStream):
         for type_url in urls.ORDER:
             state = self.types.get(type_url)
             if state is not None:
-                response = self._respond(state, snapshot)
+                response = self._respond(state, snapshot, now=now)
                 if response is not None:
                     out.append(response)
         return out
@@ -75,7 +76,9 @@ class DeltaStream(XdsStream):
             if state.claimed:
                 state.learn(snapshot.resource_set(state.type_url).resources)
 
-    def _answer(self, state: TypeState, request: discovery_pb2.DeltaDiscoveryRequest) -> None:
+    def _answer(
+        self, state: TypeState, request: discovery_pb2.DeltaDiscoveryRequest, *, now: float
+    ) -> None:
         # An ACK or NACK names the response by nonce; any number may be in flight.
         short = urls.SHORT_NAMES.get(state.type_url, "other")
         if not request.response_nonce:
@@ -85,11 +88,11 @@ class DeltaStream(XdsStream):
         if answered is None:
             REQUESTS.labels(type=short, kind="stale").inc()
         elif request.HasField("error_detail"):
-            self._reject(state, answered, request.error_detail.message)
+            self._reject(state, answered, error=request.error_detail.message, now=now)
         else:
-            self._accept(state, answered)
+            self._accept(state, answered, now=now)
 
-    def _respond(self, state: TypeState, snapshot: Snapshot | None) -> bytes | None:
+    def _respond(self, state: TypeState, snapshot: Snapshot | None, *, now: float) -> bytes | None:
         if snapshot is None or not state.requested or state.type_url not in snapshot.types:
             return None  # nothing to say yet, or a type this server does not serve
         resources = snapshot.resource_set(state.type_url)
@@ -98,18 +101,22 @@ class DeltaStream(XdsStream):
         first_answer = state.wildcard and state.responses == 0 and not state.sent
         if state.synced == resources.version and not first_answer:
             return None  # in step with this version (the usual case for all but one type)
-        changed = _changed(state, resources)
+        changed = _changed(state, resources, changed_names=self._changed_names)
         entries = self._settled(state, changed)
         removed, held = self._removed(state, snapshot, resources)
         whole = len(entries) == len(changed) and not held  # nothing waits: in step after this
         if not entries and not removed and not first_answer:
             if whole:
-                _synced(state, resources)
+                state.synced = resources.version
+                if not state.sent_version and state.acked:
+                    # Nothing ever sent, and what Envoy named on reconnect is what is served:
+                    # it holds this version (a delta request names no version of its own).
+                    state.hold(resources.version, now=now)
             return None
         response = SentResponse(version=resources.version, entries=entries, removed=removed)
         nonce = self._record(state, response)
         if whole:
-            _synced(state, resources)
+            state.synced = resources.version
         return delta_response(
             header=resources.delta_header,
             entries=entries.values(),
@@ -133,11 +140,6 @@ class DeltaStream(XdsStream):
             held = self.held_clusters(snapshot) & gone
             gone -= held
         return tuple(sorted(gone)), bool(held)
-
-
-def _synced(state: TypeState, resources: ResourceSet[Message]) -> None:
-    state.synced = resources.version
-    remember(resources)
 
 
 def _subscribe(
@@ -173,11 +175,11 @@ def _subscribe(
 
 
 def _changed(
-    state: TypeState, resources: ResourceSet[Message]
+    state: TypeState, resources: ResourceSet[Message], *, changed_names: ChangedNames
 ) -> dict[str, PreparedResource[Message]]:
     # A cluster the snapshot does not know gets an empty assignment, so that it finishes
     # warming instead of waiting for ever. A stream in step with an earlier version looks only
-    # at the names that changed since (``diffs``): for a one-pool change, one name.
+    # at the names that changed since (the cache's diffs): for a one-pool change, one name.
     known = resources.resources
     changed = changed_names(state.synced, resources) if state.synced else None
     if changed is None:

@@ -1,6 +1,7 @@
-"""The gRPC server: ADS, CSDS (client status), health and reflection on one port (TCP, or a
-Unix socket for a sidecar), plaintext or TLS (mutual with a client CA; the certificates are
-re-read when their files change, ``tls.py``)."""
+"""The gRPC server: ADS, CSDS (client status), health, reflection and, given one, the data
+path's access-log service on one port (TCP, or a Unix socket for a sidecar), plaintext or TLS
+(mutual with a client CA; the certificates are re-read when their files change, ``tls.py``).
+Envoys reach it over their bootstrap's xDS cluster, so the access log travels as ADS does."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
 from grpc_reflection.v1alpha import reflection
 
-from xds_control.cache import SnapshotCache
+from xds_control.cache.protocol import SnapshotCache
 from xds_control.config.serving import GrpcConfig, TlsConfig, parse_xds_address
 from xds_control.errors import ServeError
 from xds_control.server.ads import AdsHandler
@@ -25,6 +26,7 @@ from xds_control.server.csds import CSDS_SERVICE, CsdsServicer
 from xds_control.server.peer import node_named_by_certificate
 from xds_control.server.registry import StreamRegistry
 from xds_control.server.tls import CertificateFiles
+from xds_control.signals.access_log import ACCESS_LOG_SERVICE, AccessLogServicer
 from xds_control.xds.type_urls import ADS_SERVICE
 
 __all__ = ["XdsServer"]
@@ -34,7 +36,8 @@ class XdsServer:
     """Owns the grpc.aio server. Health reports NOT_SERVING until the first snapshot exists.
 
     ``address`` is ``IP:PORT`` or ``unix:///path``; a socket file gets ``settings.socket_mode``
-    before anyone can connect. ``port`` is the TCP port bound (0 on a Unix socket)."""
+    before anyone can connect. ``port`` is the TCP port bound (0 on a Unix socket).
+    ``access_log`` serves Envoy's access-log service beside ADS."""
 
     def __init__(
         self,
@@ -44,6 +47,7 @@ class XdsServer:
         address: str,
         tls: TlsConfig | None = None,
         settings: GrpcConfig | None = None,
+        access_log: AccessLogServicer | None = None,
     ) -> None:
         settings = settings or GrpcConfig()
         self.address = address
@@ -55,10 +59,11 @@ class XdsServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         csds = CsdsServicer(cache=cache, registry=registry)
         self._server.add_generic_rpc_handlers([csds.generic_handler()])
-        reflection.enable_server_reflection(
-            (ADS_SERVICE, CSDS_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME),
-            self._server,
-        )
+        services = [ADS_SERVICE, CSDS_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME]
+        if access_log is not None:
+            self._server.add_generic_rpc_handlers([access_log.generic_handler()])
+            services.append(ACCESS_LOG_SERVICE)
+        reflection.enable_server_reflection(services, self._server)
         self.port = _listen(
             self._server, address, credentials=_credentials(tls), mode=settings.socket_mode
         )

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 import grpc
 import structlog
 
 from xds_control.server.session import XdsStream
+from xds_control.tasks import guarded_task
 
 __all__ = ["Pusher"]
 
@@ -37,7 +39,7 @@ class Pusher:
         self._lock = lock
         self._context = context
         self._woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._run(), name=f"ads-push-{stream.stream_id}")
+        self._task = guarded_task(self._run(), name=f"ads-push-{stream.stream_id}")
 
     def wake(self) -> None:
         """The snapshot changed (the cache calls this, once per change and stream)."""
@@ -68,5 +70,5 @@ class Pusher:
             await self._woken
             self._woken = loop.create_future()
             async with self._lock:
-                for response in self._stream.on_snapshot():
+                for response in self._stream.on_snapshot(now=time.time()):
                     await self._context.write(response)

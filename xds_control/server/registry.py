@@ -11,8 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from envoy.config.core.v3 import health_check_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
+from google.protobuf.message import Message
+
 from xds_control.server.metrics import STREAMS
 from xds_control.server.session import TypeState, XdsStream
+from xds_control.xds import PreparedResource
+from xds_control.xds import type_urls as urls
 
 __all__ = ["Origin", "StreamListener", "StreamRegistry"]
 
@@ -55,6 +61,9 @@ class StreamRegistry:
         self._origins: dict[int, Origin] = {}
         self._listeners: list[StreamListener] = []
         self._ack_listeners: list[Callable[[XdsStream, TypeState], None]] = []
+        self._everywhere: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        """Cluster -> the digests of the assignments the streams held, and what all of them
+        name (``endpoints_everywhere``)."""
 
     def add_listener(self, listener: StreamListener) -> None:
         """Tell ``listener`` of every connect, push, ACK, NACK and disconnect from now on."""
@@ -115,6 +124,33 @@ class StreamRegistry:
                 nodes.setdefault(stream.group, set()).add(stream.node.id)
         return {group: len(ids) for group, ids in nodes.items()}
 
+    def endpoints_everywhere(self, cluster: str) -> frozenset[str] | None:
+        """The endpoints (``IP:PORT``) of ``cluster`` that every stream asking for its
+        ClusterLoadAssignment has ACKed, not marked unhealthy, draining or timed out: where
+        a request Envoy sends now can land whichever Envoy sends it. ``None``: no stream asks
+        for it.
+
+        Flow control asks on every request: the answer is kept per cluster for the set of
+        assignments the streams hold (Envoys on one version hold one), so a call costs a look
+        at each stream, not at each endpoint."""
+        held: dict[str, PreparedResource[Message] | None] = {}
+        for stream in self._streams.values():
+            state = stream.types.get(urls.ENDPOINT)
+            if state is None or not (
+                state.wildcard or cluster in state.names or cluster in state.acked
+            ):
+                continue
+            acked = state.acked.get(cluster)
+            held["" if acked is None else acked.digest] = acked
+        if not held:
+            return None
+        key = frozenset(held)
+        kept = self._everywhere.get(cluster)
+        if kept is None or kept[0] != key:
+            sets = [frozenset() if p is None else _usable(p.message) for p in held.values()]
+            kept = self._everywhere[cluster] = (key, frozenset.intersection(*sets))
+        return kept[1]
+
     def origin(self, stream_id: int) -> Origin:
         """Where and when an open stream came from."""
         return self._origins.get(stream_id, Origin(peer="", connected_at=0.0))
@@ -123,3 +159,23 @@ class StreamRegistry:
         """Every open stream's view, by node id."""
         views = [s.describe() for s in self._streams.values()]
         return sorted(views, key=lambda v: (v["node_id"], v["stream"]))
+
+
+_UNUSABLE = frozenset(
+    {health_check_pb2.UNHEALTHY, health_check_pb2.DRAINING, health_check_pb2.TIMEOUT}
+)
+
+
+def _usable(assignment: object) -> frozenset[str]:
+    """The ``IP:PORT`` of each endpoint of a ClusterLoadAssignment Envoy would send to."""
+    if not isinstance(assignment, endpoint_pb2.ClusterLoadAssignment):
+        return frozenset()
+    out = set()
+    for locality in assignment.endpoints:
+        for lb in locality.lb_endpoints:
+            if lb.health_status in _UNUSABLE:
+                continue
+            socket = lb.endpoint.address.socket_address
+            host = f"[{socket.address}]" if ":" in socket.address else socket.address
+            out.add(f"{host}:{socket.port_value}")
+    return frozenset(out)

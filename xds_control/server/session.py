@@ -3,6 +3,11 @@ take ACKs and NACKs, hold back what must wait (``ordering.py``), and describe it
 
 ``AdsStream`` (state of the world, ``stream.py``) and ``DeltaStream`` (incremental,
 ``delta.py``) differ in how requests and responses look; this is the part they share.
+
+The state machines read no clock and share nothing between streams: the time comes with each
+request (``now``), the snapshot from ``snapshot_of`` and which names changed between two
+versions from ``changed_names`` (the cache's, worked out once for every stream). What they do
+besides return bytes: count into the process's Prometheus metrics, log, and tell ``events``.
 """
 
 from __future__ import annotations
@@ -10,7 +15,6 @@ from __future__ import annotations
 import abc
 import functools
 import itertools
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -19,6 +23,7 @@ from envoy.config.core.v3 import base_pb2
 from google.protobuf.message import Message
 from prometheus_client import Counter
 
+from xds_control.cache.protocol import ChangedNames
 from xds_control.server.metrics import NACKS, REQUESTS, RESPONSES
 from xds_control.server.ordering import held_clusters, warming_clusters
 from xds_control.server.state import Entries, SentResponse, TypeState
@@ -73,6 +78,7 @@ class XdsStream(abc.ABC):
         *,
         stream_id: int,
         snapshot_of: Callable[[str], Snapshot | None],
+        changed_names: ChangedNames,
         events: StreamEvents | None = None,
     ) -> None:
         self.stream_id = stream_id
@@ -81,12 +87,14 @@ class XdsStream(abc.ABC):
         self.group = ""
         self.types: dict[str, TypeState] = {}
         self._snapshot_of = snapshot_of
+        self._changed_names = changed_names
         self._nonces = itertools.count(1)
         self._log = log.bind(stream=stream_id)
 
     @abc.abstractmethod
-    def on_snapshot(self) -> list[bytes]:
-        """The group's snapshot changed: the responses that brings, in ``ORDER``."""
+    def on_snapshot(self, *, now: float) -> list[bytes]:
+        """The group's snapshot changed (noticed at ``now``, epoch seconds): the responses that
+        brings, in ``ORDER``."""
 
     def _bind(self, node: base_pb2.Node, group: str) -> None:
         if self.node is None:
@@ -125,8 +133,8 @@ class XdsStream(abc.ABC):
             self._events.pushed(self, state)
         return nonce
 
-    def _accept(self, state: TypeState, response: SentResponse) -> None:
-        """Envoy ACKed ``response``."""
+    def _accept(self, state: TypeState, response: SentResponse, *, now: float) -> None:
+        """Envoy ACKed ``response`` (at ``now``, epoch seconds)."""
         _child(REQUESTS, urls.SHORT_NAMES.get(state.type_url, "other"), "ack").inc()
         if response.complete:
             state.acked = dict(response.entries)
@@ -136,19 +144,20 @@ class XdsStream(abc.ABC):
             state.acked.pop(name, None)
         state.rejected -= response.entries.keys()
         state.acked_version = response.version
-        state.acked_at = time.time()
+        state.acked_at = now
         if self._events is not None:
             self._events.acked(self, state)
 
-    def _reject(self, state: TypeState, response: SentResponse, error: str) -> None:
-        """Envoy NACKed ``response``: count it, keep Envoy's words, never loop on it."""
+    def _reject(self, state: TypeState, response: SentResponse, *, error: str, now: float) -> None:
+        """Envoy NACKed ``response`` at ``now``: count it, keep Envoy's words, never loop on
+        it."""
         short = urls.SHORT_NAMES.get(state.type_url, "other")
         REQUESTS.labels(type=short, kind="nack").inc()
         NACKS.labels(type=short).inc()
         state.nacks += 1
         state.nacked_version = response.version
         state.last_error = error
-        state.nacked_at = time.time()
+        state.nacked_at = now
         state.synced = ""  # what it rejected is no longer as good as sent
         if self._events is not None:
             self._events.nacked(self, state)
@@ -172,7 +181,7 @@ class XdsStream(abc.ABC):
         warming = warming_clusters(self.types)
         return {name: p for name, p in entries.items() if not p.references & warming}
 
-    def _knock_on(self, state: TypeState, snapshot: Snapshot | None) -> list[bytes]:
+    def _knock_on(self, state: TypeState, snapshot: Snapshot | None, *, now: float) -> list[bytes]:
         """After a request of ``state``'s type (an answer, a subscription): the type that may
         have waited for what it tells (CDS for route tables and listeners, RDS for clusters
         and their endpoints)."""
@@ -180,12 +189,12 @@ class XdsStream(abc.ABC):
         other = self.types.get(waiting) if waiting is not None else None
         if other is None or not other.requested:
             return []
-        response = self._respond(other, snapshot)
+        response = self._respond(other, snapshot, now=now)
         return [response] if response is not None else []
 
     @abc.abstractmethod
-    def _respond(self, state: TypeState, snapshot: Snapshot | None) -> bytes | None:
-        """The response ``state`` needs now, if any."""
+    def _respond(self, state: TypeState, snapshot: Snapshot | None, *, now: float) -> bytes | None:
+        """The response ``state`` needs at ``now``, if any."""
 
     def held_clusters(self, snapshot: Snapshot) -> frozenset[str]:
         """Clusters the snapshot dropped that stay for now (``ordering.held_clusters``)."""

@@ -65,7 +65,8 @@ class TypeState:
     synced: str = ""
     """The version of this type's resources that ``sent`` was last found (or made) to match
     for every name asked for; empty when unknown (a NACK, a new subscription, a reconnect).
-    From there a new version needs a look only at the names that changed (``diffs``)."""
+    From there a new version needs a look only at the names that changed
+    (``SnapshotCache.changed_names``)."""
 
     def describe(self) -> dict[str, Any]:
         """JSON view for the admin API."""
@@ -80,6 +81,13 @@ class TypeState:
             "nacked_version": self.nacked_version,
             "last_error": self.last_error,
         }
+
+    def hold(self, version: str, *, now: float) -> None:
+        """Envoy holds ``version`` of this type without this stream having sent it (it
+        reconnected with what it had, ``adopt``): as good as sent and ACKed at ``now``, so that
+        ``/v1/streams`` and CSDS show it in step with that version, not NOT SENT."""
+        self.sent_version = self.acked_version = version
+        self.acked_at = now
 
     def adopt(self, resources: Entries, versions: Mapping[str, str]) -> None:
         """Envoy says it has ``versions`` (name -> digest): what matches the snapshot is known

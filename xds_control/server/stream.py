@@ -1,7 +1,8 @@
 """One ADS stream's state of the world: what Envoy asked for, what it has, what it rejected.
 
-Pure logic with no gRPC in it: requests and snapshot changes go in, serialised
-``DiscoveryResponse`` bytes come out. The gRPC handler only moves bytes.
+Pure logic with no gRPC in it, no clock and nothing shared (``session.py``): requests and
+snapshot changes go in, serialised ``DiscoveryResponse`` bytes come out. The gRPC handler only
+moves bytes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf.message import Message
 
-from xds_control.server.diffs import changed_names, remember
+from xds_control.cache.protocol import ChangedNames
 from xds_control.server.metrics import REQUESTS
 from xds_control.server.session import XdsStream
 from xds_control.server.state import Entries, SentResponse, TypeState
@@ -31,36 +32,41 @@ class AdsStream(XdsStream):
 
     variant = "sotw"
 
-    def on_request(self, request: discovery_pb2.DiscoveryRequest, *, group: str) -> list[bytes]:
-        """Handle one request; return the responses it calls for (zero, one, or a CDS response
-        too when an ACKed route table lets a dropped cluster go)."""
+    def on_request(
+        self, request: discovery_pb2.DiscoveryRequest, *, group: str, now: float
+    ) -> list[bytes]:
+        """Handle one request, received at ``now`` (epoch seconds); return the responses it
+        calls for (zero, one, or a CDS response too when an ACKed route table lets a dropped
+        cluster go)."""
         self._bind(request.node, group)
         type_url = request.type_url
         short = urls.SHORT_NAMES.get(type_url, "other")
         state = self.types.get(type_url) or self.types.setdefault(type_url, TypeState(type_url))
         first = not state.requested
         if request.response_nonce and request.response_nonce != state.nonce:
-            return self._stale(state, request)
+            return self._stale(state, request, now=now)
         state.requested = True
         _subscribe(state, request)
         answered = state.in_flight.pop(request.response_nonce, None)
         snapshot = self._snapshot_of(self.group)
         if request.HasField("error_detail"):
             rejected = answered or SentResponse(version=state.sent_version, entries={})
-            self._reject(state, rejected, request.error_detail.message)
-            return self._knock_on(state, snapshot)
+            self._reject(state, rejected, error=request.error_detail.message, now=now)
+            return self._knock_on(state, snapshot, now=now)
         if answered is not None:
-            self._accept(state, answered)
+            self._accept(state, answered, now=now)
         elif not request.response_nonce:
             REQUESTS.labels(type=short, kind="initial").inc()
             state.acked_version = request.version_info
             if first and request.version_info and snapshot is not None:
-                _resume(state, snapshot.resource_set(type_url), request.version_info)
-        response = self._respond(state, snapshot)
+                _resume(state, snapshot.resource_set(type_url), request.version_info, now=now)
+        response = self._respond(state, snapshot, now=now)
         out = [response] if response is not None else []
-        return out + self._knock_on(state, snapshot)
+        return out + self._knock_on(state, snapshot, now=now)
 
-    def _stale(self, state: TypeState, request: discovery_pb2.DiscoveryRequest) -> list[bytes]:
+    def _stale(
+        self, state: TypeState, request: discovery_pb2.DiscoveryRequest, *, now: float
+    ) -> list[bytes]:
         # Not an answer to the newest response: nothing is sent for it (xDS protocol). Still,
         # its names are what Envoy subscribes to now, and an ACK says Envoy took that older
         # response, whose resources the newer one (carrying only changes) may not repeat.
@@ -68,22 +74,23 @@ class AdsStream(XdsStream):
         _subscribe(state, request)
         answered = state.in_flight.pop(request.response_nonce, None)
         if answered is not None and not request.HasField("error_detail"):
-            self._accept(state, answered)
-        return self._knock_on(state, self._snapshot_of(self.group))
+            self._accept(state, answered, now=now)
+        return self._knock_on(state, self._snapshot_of(self.group), now=now)
 
-    def on_snapshot(self) -> list[bytes]:
+    def on_snapshot(self, *, now: float) -> list[bytes]:
         """The group's snapshot changed: push every type whose content changed, in order."""
         snapshot = self._snapshot_of(self.group)
         out = []
         for type_url in urls.ORDER:
             state = self.types.get(type_url)
             if state is not None and state.requested:
-                response = self._respond(state, snapshot)
+                response = self._respond(state, snapshot, now=now)
                 if response is not None:
                     out.append(response)
         return out
 
-    def _respond(self, state: TypeState, snapshot: Snapshot | None) -> bytes | None:
+    def _respond(self, state: TypeState, snapshot: Snapshot | None, *, now: float) -> bytes | None:
+        # ``now`` is not needed here: a reconnect's version is known from its first request.
         if snapshot is None:
             return None
         resources = snapshot.resource_set(state.type_url)
@@ -92,14 +99,16 @@ class AdsStream(XdsStream):
         if state.wildcard:
             response, whole = self._complete(state, snapshot, resources)
         else:
-            response, whole = _changes(state, resources, ready=self._settled)
+            response, whole = _changes(
+                state, resources, ready=self._settled, changed_names=self._changed_names
+            )
         if response is None or response.version == state.nacked_version:
             if response is None and whole:
-                _synced(state, resources)
+                state.synced = resources.version
             return None  # nothing new, or Envoy rejected exactly this content
         nonce = self._record(state, response)
         if whole:
-            _synced(state, resources)
+            state.synced = resources.version
         if response.version == resources.version:
             header = resources.header
         else:
@@ -145,13 +154,14 @@ def _changes(
     resources: ResourceSet[Message],
     *,
     ready: Callable[[TypeState, Entries], Entries],
+    changed_names: ChangedNames,
 ) -> tuple[SentResponse | None, bool]:
     # EDS and RDS carry only what differs from what this Envoy has (xDS protocol, "Grouping
     # Resources into Responses"). A cluster the snapshot does not know gets an empty assignment,
     # so that it finishes warming instead of waiting for ever. Also says whether the response
     # (if any) leaves the stream in step with ``resources``: nothing that differs held back.
     # Every stream runs this on every change, mostly to find one name or none: a stream in step
-    # with an earlier version looks only at the names that changed since (``diffs``).
+    # with an earlier version looks only at the names that changed since (the cache's diffs).
     known, sent = resources.resources, state.sent
     names: frozenset[str] = state.names
     if state.synced and (changed := changed_names(state.synced, resources)) is not None:
@@ -168,11 +178,6 @@ def _changes(
     entries = dict(ready(state, {name: differs[name] for name in sorted(differs)}))
     whole = len(entries) == len(differs)
     return (SentResponse(version=resources.version, entries=entries) if entries else None), whole
-
-
-def _synced(state: TypeState, resources: ResourceSet[Message]) -> None:
-    state.synced = resources.version
-    remember(resources)
 
 
 def _subscribe(state: TypeState, request: discovery_pb2.DiscoveryRequest) -> None:
@@ -196,12 +201,12 @@ def _subscribe(state: TypeState, request: discovery_pb2.DiscoveryRequest) -> Non
         state.rejected &= names
 
 
-def _resume(state: TypeState, resources: ResourceSet[Message], version: str) -> None:
+def _resume(state: TypeState, resources: ResourceSet[Message], version: str, *, now: float) -> None:
     # A reconnecting Envoy that already has this version needs nothing re-sent: same content
     # hash, same resources (this is what makes a control-plane restart churn-free). With another
     # version, it still has *some* version of each name it asks for: none of them is unknown.
     if version == resources.version:
-        state.sent_version = version
+        state.hold(version, now=now)
         wanted = resources.resources.keys() if state.wildcard else state.names
         has = {n: p.digest for n, p in resources.resources.items() if n in wanted}
         state.adopt(resources.resources, has)

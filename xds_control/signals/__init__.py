@@ -1,6 +1,15 @@
-"""Signals: per-endpoint samples from Prometheus and from direct /metrics scrapes."""
+"""Signals: per-endpoint samples from Prometheus, from direct /metrics scrapes and from the
+data path (Envoy's access log)."""
 
+from xds_control.signals.access_log import (
+    AccessLogServicer,
+    DataPath,
+    DataPathLatency,
+    DataPathSource,
+)
+from xds_control.signals.data_path import DataPathWindow
 from xds_control.signals.merge import merge_samples
+from xds_control.signals.observation import Observation, from_entry
 from xds_control.signals.prometheus import PrometheusSource
 from xds_control.signals.sample import RATIO_SIGNALS, Reading, Sample, Signal, make_reading
 from xds_control.signals.scrape import ScrapeSource
@@ -9,6 +18,12 @@ from xds_control.signals.templates import render_queries
 
 __all__ = [
     "RATIO_SIGNALS",
+    "AccessLogServicer",
+    "DataPath",
+    "DataPathLatency",
+    "DataPathSource",
+    "DataPathWindow",
+    "Observation",
     "PrometheusSource",
     "Reading",
     "Sample",
@@ -16,6 +31,7 @@ __all__ = [
     "Signal",
     "SignalSource",
     "Target",
+    "from_entry",
     "make_reading",
     "merge_samples",
     "render_queries",

@@ -105,6 +105,7 @@ def parse_exposition(text: str, *, engine: Engine) -> Snapshot:
                 break
         ttft, unit = f"{p}time_to_first_token_seconds", 1.0
         count("tokens", _total(g(f"{p}generation_tokens_total", empty)))
+        count("prompt_tokens", _total(g(f"{p}prompt_tokens_total", empty)))
     else:
         trt = g("nv_trt_llm_request_metrics", empty)
         put(Signal.RUNNING, _total(trt, request_type="scheduled"))
@@ -119,9 +120,9 @@ def parse_exposition(text: str, *, engine: Engine) -> Snapshot:
         total = _total(g("nv_gpu_memory_total_bytes", empty))
         if used is not None and total:
             gauges[Signal.GPU_MEMORY_USED] = used / total
-        # Microseconds of compute per execution: proportional to a step (see templates.py).
-        count("step_sum", _scaled(_total(g("nv_inference_compute_infer_duration_us", empty))))
-        count("step_count", _total(g("nv_inference_exec_count", empty)))
+        # Microseconds of compute per execution, a whole request (see templates.py).
+        count("exec_sum", _scaled(_total(g("nv_inference_compute_infer_duration_us", empty))))
+        count("exec_count", _total(g("nv_inference_exec_count", empty)))
         count("failures", _total(g("nv_inference_request_failure", empty)))
         count("successes", _total(g("nv_inference_request_success", empty)))
         count("tokens", _total(g("nv_inference_count", empty)))
@@ -178,8 +179,16 @@ def derive(*, old: Snapshot, new: Snapshot, ttft_slo_s: float) -> dict[Signal, f
     out: dict[Signal, float] = {}
     if delta.get("step_count"):
         out[Signal.DECODE_STEP_S] = delta.get("step_sum", math.nan) / delta["step_count"]
+    if delta.get("exec_count"):
+        out[Signal.EXEC_COMPUTE_S] = delta.get("exec_sum", math.nan) / delta["exec_count"]
     if delta.get("prefix_queries"):
         out[Signal.PREFIX_HIT_RATIO] = delta.get("prefix_hits", math.nan) / delta["prefix_queries"]
+    if delta.get("tokens") and "prompt_tokens" in delta:
+        prefilled = delta["prompt_tokens"] - delta.get("prefix_hits", 0.0)
+        hit_ratio = new.gauges.get(Signal.PREFIX_HIT_RATIO)  # SGLang's: a ratio, not counters
+        if hit_ratio is not None:
+            prefilled *= 1.0 - hit_ratio
+        out[Signal.PREFILL_RATIO] = max(0.0, prefilled) / delta["tokens"]
     finished = delta.get("failures", 0.0) + delta.get("successes", 0.0)
     if finished > 0 and "failures" in delta:
         out[Signal.ERROR_RATIO] = delta["failures"] / finished

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-__all__ = ["QUERIES", "QUERY_SECONDS", "REJECTED_VALUES", "SCRAPES"]
+__all__ = [
+    "DATA_PATH_ENTRIES",
+    "DATA_PATH_STREAMS",
+    "KV_BATCHES",
+    "QUERIES",
+    "QUERY_SECONDS",
+    "REJECTED_VALUES",
+    "SCRAPES",
+]
 
 QUERIES = Counter(
     "xds_control_signal_queries_total",
@@ -25,4 +33,21 @@ REJECTED_VALUES = Counter(
     "xds_control_signal_rejected_values_total",
     "Values dropped because they were NaN, infinite, negative or out of range.",
     ["source", "signal"],
+)
+DATA_PATH_ENTRIES = Counter(
+    "xds_control_data_path_entries_total",
+    "Envoy access-log entries received, by outcome: counted; skipped (no upstream host, or an "
+    "intermediate entry); dropped (finished before the window, no room for another endpoint, "
+    "or the data path off); bad (could not be read).",
+    ["outcome"],
+)
+DATA_PATH_STREAMS = Counter(
+    "xds_control_data_path_streams_total",
+    "Access-log streams Envoys opened to the control plane.",
+)
+KV_BATCHES = Counter(
+    "xds_control_kv_event_batches_total",
+    "KV-event batches from the servers, by outcome: applied; refused (in no layout this build "
+    "decodes, skipped).",
+    ["outcome"],
 )

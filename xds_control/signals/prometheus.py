@@ -1,4 +1,9 @@
-"""Signals from Prometheus: one instant query per signal for the whole fleet, concurrently."""
+"""Signals from Prometheus: one instant query per signal for the whole fleet, concurrently.
+
+``query_vector`` is the one function that asks Prometheus: the weight engine's signals (and with
+them the autoscaling recommendation, which the engine derives from its decisions) go through it
+here, the budgets' P99s through it in ``signals.latency``.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +19,15 @@ import aiohttp
 import structlog
 
 from xds_control.config import EndpointMapping, Engine, SignalsConfig
-from xds_control.errors import SignalError
+from xds_control.errors import QueryError, SignalError
+from xds_control.signals.http import request
 from xds_control.signals.mapping import AddressMapper
 from xds_control.signals.metrics import QUERIES, QUERY_SECONDS, REJECTED_VALUES
 from xds_control.signals.sample import Reading, Sample, Signal, make_reading
 from xds_control.signals.source import Target
 from xds_control.signals.templates import Query, render_queries
 
-__all__ = ["PrometheusSource", "QueryResult", "parse_vector"]
+__all__ = ["PrometheusSource", "QueryResult", "parse_vector", "query_vector"]
 
 log = structlog.get_logger(__name__)
 
@@ -35,12 +41,6 @@ class QueryResult:
 
     values: Mapping[str, tuple[float, float]]
     unmapped: int
-
-
-class _QueryFailed(Exception):
-    def __init__(self, outcome: str, detail: str) -> None:
-        super().__init__(detail)
-        self.outcome = outcome
 
 
 def _number(raw: object) -> float:
@@ -192,42 +192,47 @@ class PrometheusSource:
     async def _run(self, query: Query) -> QueryResult | None:
         self.queries_sent += 1
         try:
-            async with asyncio.timeout(self._config.query_timeout_s):
-                result = await self._query(query)
-        except TimeoutError:
-            outcome, detail = "timeout", f"no answer within {self._config.query_timeout_s}s"
-        except _QueryFailed as exc:
-            outcome, detail = exc.outcome, str(exc)
-        except aiohttp.ClientError as exc:
-            outcome, detail = "error", f"{type(exc).__name__}: {exc}"
-        else:
-            QUERIES.labels(query.signal.value, "ok").inc()
-            if result.unmapped:
-                log.debug("series without an address", signal=query.signal, n=result.unmapped)
-            return result
-        QUERIES.labels(query.signal.value, outcome).inc()
-        log.warning(
-            "prometheus query failed",
-            signal=query.signal.value,
-            outcome=outcome,
-            detail=detail,
-            url=self._url,
-        )
-        return None
+            result = await query_vector(
+                self._client,
+                url=self._url,
+                promql=query.promql,
+                timeout_s=self._config.query_timeout_s,
+                mapper=self._mapper(query),
+            )
+        except QueryError as exc:
+            QUERIES.labels(query.signal.value, exc.outcome).inc()
+            log.warning(
+                "prometheus query failed",
+                signal=query.signal.value,
+                outcome=exc.outcome,
+                detail=str(exc),
+                url=self._url,
+            )
+            return None
+        QUERIES.labels(query.signal.value, "ok").inc()
+        if result.unmapped:
+            log.debug("series without an address", signal=query.signal, n=result.unmapped)
+        return result
 
-    async def _query(self, query: Query) -> QueryResult:
-        async with self._client.post(self._url, data={"query": query.promql}) as response:
-            raw = await response.read()
-            # Prometheus answers 400/422/503 with a JSON error body worth logging.
-            if response.status != 200:
-                detail = raw[:200].decode("utf-8", errors="replace")
-                raise _QueryFailed("http", f"HTTP {response.status}: {detail}")
-        # JSON is UTF-8 whatever the Content-Type header claims; other bytes are garbage.
-        try:
-            return parse_vector(_loads(raw), mapper=self._mapper(query))
-        except ValueError as exc:
-            start = raw[:120].decode("utf-8", errors="replace")
-            raise _QueryFailed("garbage", f"{exc}; body starts {start!r}") from exc
+
+async def query_vector(
+    client: aiohttp.ClientSession,
+    *,
+    url: str,
+    promql: str,
+    timeout_s: float,
+    mapper: AddressMapper,
+) -> QueryResult:
+    """Send one instant query to ``url`` (``.../api/v1/query``) and parse its vector, or raise
+    ``QueryError`` naming the outcome: ``timeout``, ``http``, ``error`` (the transport) or
+    ``garbage`` (not a vector). The one way the product asks Prometheus anything."""
+    answer = await request(client, url=url, timeout_s=timeout_s, form={"query": promql})
+    # JSON is UTF-8 whatever the Content-Type header claims; other bytes are garbage.
+    try:
+        return parse_vector(_loads(answer.body), mapper=mapper)
+    except ValueError as exc:
+        start = answer.body[:120].decode("utf-8", errors="replace")
+        raise QueryError("garbage", f"{exc}; body starts {start!r}") from exc
 
 
 def _loads(raw: bytes) -> Any:

@@ -29,7 +29,15 @@ class Signal(StrEnum):
     PREFIX_HIT_RATIO = "prefix_hit_ratio"
     """Prefix-cache hits over queries in the rate window (0..1)."""
     DECODE_STEP_S = "decode_step_s"
-    """Mean time between output tokens in the rate window (seconds): one decode step."""
+    """Mean time between output tokens in the rate window (seconds): one decode step (vLLM,
+    SGLang), plus the prefills that stalled it (``PREFILL_RATIO`` says how many)."""
+    PREFILL_RATIO = "prefill_ratio"
+    """Prompt tokens prefilled (prefix-cache hits excluded) per output token in the rate
+    window (tokens per token): the prefill work that lengthened the window's decode steps."""
+    EXEC_COMPUTE_S = "exec_compute_s"
+    """Mean compute time per execution in the rate window (seconds; Triton, ONNX Runtime). For a
+    generative model an execution is a whole request, so this is comparable only among
+    endpoints that report the same, never with a decode step."""
     GPU_MEMORY_USED = "gpu_memory_used"
     """Fraction of GPU memory in use, used/(used+free) (0..1)."""
     SLO_TTFT = "slo_ttft"
@@ -43,6 +51,28 @@ class Signal(StrEnum):
     """Prometheus' own scrape of the endpoint succeeded (1) or not (0)."""
     STARTED_AT = "started_at"
     """Unix time the server process started (seconds); a later value means a restart."""
+    DATAPATH_RATE = "datapath_rate"
+    """Requests Envoy sent to the endpoint per second in the data-path window (count/s),
+    from Envoy's access log (``signals/data_path.py``): any server, with or without metrics."""
+    DATAPATH_REQUESTS = "datapath_requests"
+    """Requests in the data-path window the other data-path readings are taken over (count)."""
+    DATAPATH_TTFB_S = "datapath_ttfb_s"
+    """Mean time from the request's start in Envoy to the endpoint's first response byte in
+    the data-path window (seconds): queueing and prefill as the proxy saw them."""
+    DATAPATH_STEP_S = "datapath_step_s"
+    """Seconds per response byte after the first byte, over the streamed responses of the
+    data-path window (total streaming time over total bytes): a decode-step proxy in the
+    server's own output format (seconds/byte)."""
+    DATAPATH_INFLIGHT = "datapath_inflight"
+    """Requests in flight on the endpoint, on average over the data-path window (count): the
+    seconds its served requests took, summed, over the window (Little's law)."""
+    DATAPATH_PROMPT_RATIO = "datapath_prompt_ratio"
+    """Request body bytes per response body byte over the streamed responses of the data-path
+    window (bytes per byte): the prompt work behind each output byte, as the proxy sees it
+    (prefix-cache hits included: the data path cannot tell them)."""
+    DATAPATH_ERROR_RATIO = "datapath_error_ratio"
+    """Failed requests (5xx, reset, timeout, no upstream) over all in the data-path window
+    (0..1)."""
 
 
 RATIO_SIGNALS = frozenset(
@@ -53,6 +83,7 @@ RATIO_SIGNALS = frozenset(
         Signal.SLO_TTFT,
         Signal.ERROR_RATIO,
         Signal.UP,
+        Signal.DATAPATH_ERROR_RATIO,
     }
 )
 

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 import aiohttp
 import structlog
 
-from xds_control.config import SignalsConfig
+from xds_control.config import Engine, SignalsConfig
+from xds_control.errors import QueryError
 from xds_control.signals.exposition import Snapshot, derive, parse_exposition
+from xds_control.signals.http import Answer, request
 from xds_control.signals.metrics import REJECTED_VALUES, SCRAPES
 from xds_control.signals.sample import Sample, Signal
 from xds_control.signals.source import Target
@@ -77,26 +79,14 @@ class ScrapeSource:
         history = self._history.setdefault(target.address, _History())
         url = f"http://{target.address}{self._scrape.path}"
         try:
-            # Entered in order: the timeout starts once a slot is free (queueing for a slot
-            # is not the server's fault).
-            async with (
-                self._gate,
-                asyncio.timeout(self._scrape.timeout_s),
-                self._client.get(url) as response,
-            ):
-                if response.status != 200:
-                    raise _Failed("http", f"HTTP {response.status}")
-                text = await response.text()
+            # The timeout starts once a slot is free (queueing for a slot is not the server's
+            # fault).
+            async with self._gate:
+                answer = await request(self._client, url=url, timeout_s=self._scrape.timeout_s)
             observed_at = self._clock()
-            snapshot = parse_exposition(text, engine=target.engine)
-        except TimeoutError:
-            return self._failed(target, history, "timeout", f"{self._scrape.timeout_s}s")
-        except _Failed as exc:
+            snapshot = _parse(answer, engine=target.engine)
+        except QueryError as exc:
             return self._failed(target, history, exc.outcome, str(exc))
-        except aiohttp.ClientError as exc:
-            return self._failed(target, history, "error", f"{type(exc).__name__}: {exc}")
-        except (ValueError, UnicodeDecodeError) as exc:
-            return self._failed(target, history, "garbage", str(exc))
         SCRAPES.labels("ok").inc()
         history.failures = 0
         return self._sample(target, history, snapshot, observed_at)
@@ -140,7 +130,9 @@ class ScrapeSource:
         return Sample(address=target.address, scrape_failures=history.failures)
 
 
-class _Failed(Exception):
-    def __init__(self, outcome: str, detail: str) -> None:
-        super().__init__(detail)
-        self.outcome = outcome
+def _parse(answer: Answer, *, engine: Engine) -> Snapshot:
+    """The exposition in ``answer``; ``QueryError`` (garbage) for text that is not one."""
+    try:
+        return parse_exposition(answer.body.decode(answer.encoding), engine=engine)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise QueryError("garbage", str(exc)) from exc

@@ -6,10 +6,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from xds_control.config import Engine, Pool
+from xds_control.config import Engine, Pool, engine_of
 from xds_control.signals.sample import Sample
 
-__all__ = ["SignalSource", "Target", "targets_for_pool"]
+__all__ = ["Server", "SignalSource", "Target", "targets_for_pool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,10 +22,28 @@ class Target:
     ttft_slo_s: float
 
 
-def targets_for_pool(pool: Pool, addresses: Iterable[str]) -> tuple[Target, ...]:
-    """The targets of ``pool``'s endpoints at ``addresses``."""
+class Server(Protocol):
+    """What a target is made from: a discovered endpoint (``discovery.Endpoint``) as the
+    signals stage sees it, its address and the engine it names, if any."""
+
+    @property
+    def address(self) -> str:
+        """``IP:PORT``."""
+        ...
+
+    @property
+    def engine(self) -> Engine | None:
+        """Its own engine; ``None``: its pool's."""
+        ...
+
+
+def targets_for_pool(pool: Pool, endpoints: Iterable[Server]) -> tuple[Target, ...]:
+    """The targets of ``pool``'s ``endpoints``, each read in its own engine's dialect
+    (``config.engine_of``: the endpoint's engine, else the pool's)."""
     slo = pool.weights.ttft_slo_s
-    return tuple(Target(address=a, engine=pool.engine, ttft_slo_s=slo) for a in addresses)
+    return tuple(
+        Target(address=e.address, engine=engine_of(pool, e), ttft_slo_s=slo) for e in endpoints
+    )
 
 
 class SignalSource(Protocol):

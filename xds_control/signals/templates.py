@@ -57,6 +57,12 @@ ENGINE_TEMPLATES: Mapping[Engine, Mapping[Signal, str]] = {
         # V1's inter_token_latency replaced V0's time_per_output_token (same meaning).
         Signal.DECODE_STEP_S: f"({_mean('vllm:inter_token_latency_seconds')})"
         f" or ({_mean('vllm:time_per_output_token_seconds')})",
+        # Prompt tokens prefilled (prefix-cache hits, in tokens, excluded) per output token.
+        Signal.PREFILL_RATIO: "(sum by($label)(rate(vllm:prompt_tokens_total[$window]))"
+        " - sum by($label)(rate(vllm:prefix_cache_hits_total[$window])))"
+        " / sum by($label)(rate(vllm:generation_tokens_total[$window]))"
+        " or sum by($label)(rate(vllm:prompt_tokens_total[$window]))"
+        " / sum by($label)(rate(vllm:generation_tokens_total[$window]))",
         Signal.REQUEST_RATE: "sum by($label)(rate(vllm:request_success_total[$window]))",
         Signal.UP: "max by($label)(up)",
         Signal.STARTED_AT: "max by($label)(process_start_time_seconds)",
@@ -68,6 +74,11 @@ ENGINE_TEMPLATES: Mapping[Engine, Mapping[Signal, str]] = {
         Signal.PREFIX_HIT_RATIO: "max by($label)(sglang:cache_hit_rate)",
         Signal.DECODE_STEP_S: f"({_mean('sglang:inter_token_latency_seconds')})"
         f" or ({_mean('sglang:time_per_output_token_seconds')})",
+        Signal.PREFILL_RATIO: "sum by($label)(rate(sglang:prompt_tokens_total[$window]))"
+        " * (1 - max by($label)(sglang:cache_hit_rate))"
+        " / sum by($label)(rate(sglang:generation_tokens_total[$window]))"
+        " or sum by($label)(rate(sglang:prompt_tokens_total[$window]))"
+        " / sum by($label)(rate(sglang:generation_tokens_total[$window]))",
         Signal.REQUEST_RATE: "sum by($label)(rate(sglang:num_requests_total[$window]))",
         Signal.UP: "max by($label)(up)",
         Signal.STARTED_AT: "max by($label)(process_start_time_seconds)",
@@ -79,9 +90,9 @@ ENGINE_TEMPLATES: Mapping[Engine, Mapping[Signal, str]] = {
         Signal.BATCH_SLOTS: 'max by($label)(nv_trt_llm_request_metrics{request_type="max"})',
         Signal.KV_USAGE: "max by($label)"
         '(nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction"})',
-        # Compute time per batch execution: proportional to a decode step within a pool, which
-        # is all the capacity factor needs (it is relative to the pool's best).
-        Signal.DECODE_STEP_S: "("
+        # Compute time per execution: a whole request for a generative model, so not a decode
+        # step; the capacity compares it only among endpoints that report the same.
+        Signal.EXEC_COMPUTE_S: "("
         + _ratio(
             "rate(nv_inference_compute_infer_duration_us[$window])",
             "rate(nv_inference_exec_count[$window])",

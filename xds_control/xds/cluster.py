@@ -1,16 +1,19 @@
-"""Pool -> Envoy ``Cluster`` (EDS over ADS; MAGLEV, LEAST_REQUEST or ROUND_ROBIN)."""
+"""Pool -> Envoy ``Cluster`` (EDS over ADS; MAGLEV, LEAST_REQUEST or ROUND_ROBIN, or
+``override_host`` over one of them for a pool with a picker), and the picker's own cluster."""
 
 from __future__ import annotations
 
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2, outlier_detection_pb2
-from envoy.config.core.v3 import base_pb2, config_source_pb2, protocol_pb2
+from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, protocol_pb2
+from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from google.protobuf import wrappers_pb2
 
-from xds_control.config import HighPriorityBreakers, LbPolicy, Pool
+from xds_control.config import HighPriorityBreakers, LbPolicy, Pool, parse_host_port
 from xds_control.xds.durations import duration, pack, u32
+from xds_control.xds.picker import override_host_policy, picker_cluster_name
 
-__all__ = ["HTTP_PROTOCOL_OPTIONS", "ads_config_source", "build_cluster"]
+__all__ = ["HTTP_PROTOCOL_OPTIONS", "ads_config_source", "build_cluster", "build_picker_cluster"]
 
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
@@ -63,25 +66,7 @@ def _circuit_breakers(
     return out
 
 
-def build_cluster(
-    pool: Pool, *, high_priority: HighPriorityBreakers | None = None
-) -> cluster_pb2.Cluster:
-    """The Envoy cluster for ``pool``; its endpoints and weights come by EDS. With
-    ``high_priority`` (a listener with priority classes routes to it), HIGH-priority requests
-    get their own circuit breakers."""
-    cluster = cluster_pb2.Cluster(
-        name=pool.name,
-        type=cluster_pb2.Cluster.DiscoveryType.EDS,
-        eds_cluster_config=cluster_pb2.Cluster.EdsClusterConfig(eds_config=ads_config_source()),
-        connect_timeout=duration(pool.connect_timeout_s),
-        circuit_breakers=_circuit_breakers(pool, high_priority),
-        # The control plane already batches weight changes per reconcile; Envoy's default 1 s
-        # merge window would only add that much latency to every change.
-        common_lb_config=cluster_pb2.Cluster.CommonLbConfig(update_merge_window=duration(0)),
-    )
-    cluster.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(
-        pack(_protocol_options(pool))
-    )
+def _set_lb_policy(cluster: cluster_pb2.Cluster, pool: Pool) -> None:
     lb = pool.lb
     if lb.policy is LbPolicy.MAGLEV:
         cluster.lb_policy = cluster_pb2.Cluster.LbPolicy.MAGLEV
@@ -101,6 +86,33 @@ def build_cluster(
         config.active_request_bias.runtime_key = f"xds_control.{pool.name}.active_request_bias"
     else:
         cluster.lb_policy = cluster_pb2.Cluster.LbPolicy.ROUND_ROBIN
+
+
+def build_cluster(
+    pool: Pool, *, high_priority: HighPriorityBreakers | None = None
+) -> cluster_pb2.Cluster:
+    """The Envoy cluster for ``pool``; its endpoints and weights come by EDS. With
+    ``high_priority`` (a listener with priority classes routes to it), HIGH-priority requests
+    get their own circuit breakers. A pool with a ``picker`` balances by ``override_host``:
+    the server the picker named, else the pool's own policy."""
+    cluster = cluster_pb2.Cluster(
+        name=pool.name,
+        type=cluster_pb2.Cluster.DiscoveryType.EDS,
+        eds_cluster_config=cluster_pb2.Cluster.EdsClusterConfig(eds_config=ads_config_source()),
+        connect_timeout=duration(pool.connect_timeout_s),
+        circuit_breakers=_circuit_breakers(pool, high_priority),
+        # The control plane already batches weight changes per reconcile; Envoy's default 1 s
+        # merge window would only add that much latency to every change.
+        common_lb_config=cluster_pb2.Cluster.CommonLbConfig(update_merge_window=duration(0)),
+    )
+    cluster.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(
+        pack(_protocol_options(pool))
+    )
+    if pool.picker is None:
+        _set_lb_policy(cluster, pool)
+    else:
+        # The pool's own policy becomes override_host's fallback, in the extension form.
+        cluster.load_balancing_policy.CopyFrom(override_host_policy(pool))
     if pool.outlier_detection is not None:
         od = pool.outlier_detection
         cluster.outlier_detection.CopyFrom(
@@ -111,4 +123,32 @@ def build_cluster(
                 max_ejection_percent=u32(od.max_ejection_percent),
             )
         )
+    return cluster
+
+
+def build_picker_cluster(address: str) -> cluster_pb2.Cluster:
+    """A STATIC HTTP/2 cluster to the picker (no EDS: its address is in the config)."""
+    host, port = parse_host_port(address)
+    name = picker_cluster_name(address)
+    socket = address_pb2.SocketAddress(address=host, port_value=port)
+    endpoint = endpoint_components_pb2.LbEndpoint(
+        endpoint=endpoint_components_pb2.Endpoint(
+            address=address_pb2.Address(socket_address=socket)
+        )
+    )
+    cluster = cluster_pb2.Cluster(
+        name=name,
+        type=cluster_pb2.Cluster.DiscoveryType.STATIC,
+        connect_timeout=duration(0.25),
+        load_assignment=endpoint_pb2.ClusterLoadAssignment(
+            cluster_name=name,
+            endpoints=[endpoint_components_pb2.LocalityLbEndpoints(lb_endpoints=[endpoint])],
+        ),
+    )
+    http2 = http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
+        http2_protocol_options=protocol_pb2.Http2ProtocolOptions()
+    )
+    cluster.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(
+        pack(http_protocol_options_pb2.HttpProtocolOptions(explicit_http_config=http2))
+    )
     return cluster

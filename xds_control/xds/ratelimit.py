@@ -1,5 +1,8 @@
 """Admission budgets -> Envoy's local rate limit: the HCM filter and each route's bucket.
 
+The buckets themselves (whole tokens per fill, an interval Envoy accepts) are the limits
+stage's (``limits.buckets``); this module only writes them in Envoy's terms.
+
 The filter in the listener carries no bucket of its own, so it limits nothing by itself; each
 priority class's route carries its bucket in ``typed_per_filter_config``. Envoy leaves the
 filter inert unless ``filter_enabled`` and ``filter_enforced`` say otherwise (both default to
@@ -8,9 +11,6 @@ filter inert unless ``filter_enabled`` and ``filter_enforced`` say otherwise (bo
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2 as rl_pb2
@@ -18,42 +18,19 @@ from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb
 from envoy.type.v3 import http_status_pb2, percent_pb2, token_bucket_pb2
 from google.protobuf import any_pb2
 
+from xds_control.limits.buckets import Bucket
 from xds_control.xds.durations import duration, pack, u32
 
-__all__ = ["RATE_LIMIT_FILTER", "Bucket", "bucket_for_rate", "rate_limit_filter", "route_bucket"]
+__all__ = ["RATE_LIMIT_FILTER", "class_stat_prefix", "rate_limit_filter", "route_bucket"]
 
 RATE_LIMIT_FILTER = "envoy.filters.http.local_ratelimit"
-
-_MIN_INTERVAL_S = 0.05
-"""Envoy refuses a fill interval under 50 ms."""
+STAT_PREFIX = "priority_limits"
 
 
-@dataclass(frozen=True, slots=True)
-class Bucket:
-    """One Envoy token bucket: ``tokens_per_fill`` every ``fill_interval_s``, at most
-    ``max_tokens`` saved up."""
-
-    max_tokens: int
-    tokens_per_fill: int
-    fill_interval_s: float
-
-    @property
-    def rate(self) -> float:
-        """The fill rate Envoy really runs, per second (integers make it round)."""
-        return self.tokens_per_fill / self.fill_interval_s
-
-
-def bucket_for_rate(rate: float, *, burst_s: float) -> Bucket:
-    """The bucket nearest to ``rate`` per second: the fewest tokens per fill that lets the
-    interval be at least Envoy's 50 ms, and the interval that makes them ``rate`` (to the
-    microsecond), so a third of 10/s is 3.33/s and not 3. It holds ``burst_s`` seconds of
-    fill, at least one token."""
-    tokens = max(1, math.ceil(rate * _MIN_INTERVAL_S))
-    return Bucket(
-        max_tokens=max(1, math.ceil(rate * burst_s)),
-        tokens_per_fill=tokens,
-        fill_interval_s=max(_MIN_INTERVAL_S, round(tokens / rate, 6)),
-    )
+def class_stat_prefix(priority: str) -> str:
+    """The stat prefix of a class's buckets (``priority_limits_medium``): Envoy counts each
+    class apart (its Prometheus label ``envoy_local_http_ratelimit_prefix``)."""
+    return f"{STAT_PREFIX}_{priority}"
 
 
 def _all_of_it() -> base_pb2.RuntimeFractionalPercent:
@@ -66,7 +43,7 @@ def _all_of_it() -> base_pb2.RuntimeFractionalPercent:
 
 def rate_limit_filter() -> any_pb2.Any:
     """The listener's filter: no bucket, so only routes that carry one are limited."""
-    return pack(lrl.LocalRateLimit(stat_prefix="priority_limits"))
+    return pack(lrl.LocalRateLimit(stat_prefix=STAT_PREFIX))
 
 
 def _cost(config: lrl.LocalRateLimit, *, header: str) -> None:
@@ -90,12 +67,13 @@ def _cost(config: lrl.LocalRateLimit, *, header: str) -> None:
 
 
 def route_bucket(
-    bucket: Bucket, *, retry_after_s: int, cost_header: str | None = None
+    bucket: Bucket, *, priority: str, retry_after_s: int, cost_header: str | None = None
 ) -> any_pb2.Any:
-    """A route's bucket, enabled and enforced for every request; a rejected one gets 429 with
-    ``retry-after``. With ``cost_header``, a request takes that many tokens, not one."""
+    """A route's bucket for class ``priority``, enabled and enforced for every request, counted
+    under the class's stat prefix; a rejected one gets 429 with ``retry-after``. With
+    ``cost_header``, a request takes that many tokens, not one."""
     config = lrl.LocalRateLimit(
-        stat_prefix="priority_limits",
+        stat_prefix=class_stat_prefix(priority),
         status=http_status_pb2.HttpStatus(code=http_status_pb2.StatusCode.TooManyRequests),
         token_bucket=token_bucket_pb2.TokenBucket(
             max_tokens=bucket.max_tokens,

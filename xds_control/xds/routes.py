@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 
 from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
@@ -10,6 +11,7 @@ from envoy.config.route.v3 import route_pb2
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.v3 import range_pb2
+from google.protobuf import any_pb2
 
 from xds_control.config import (
     Classify,
@@ -23,13 +25,25 @@ from xds_control.config import (
     RouteMatch,
     TokenRange,
 )
+from xds_control.config.picker import PoolPicker
+from xds_control.limits.buckets import Bucket, Buckets
 from xds_control.xds.durations import duration, pack, u32
-from xds_control.xds.ratelimit import RATE_LIMIT_FILTER, Bucket, route_bucket
+from xds_control.xds.picker import (
+    PICKER_FILTER,
+    listener_pickers,
+    picker_pool_config,
+    picker_route_config,
+    served_header,
+)
+from xds_control.xds.ratelimit import RATE_LIMIT_FILTER, route_bucket
 
-__all__ = ["Budgets", "build_route_configuration", "class_route_name", "route_config_name"]
-
-Budgets = Mapping[str, Mapping[PriorityClass, Bucket]]
-"""Route name -> priority class -> the bucket each Envoy enforces."""
+__all__ = [
+    "NO_POOL_STATUS",
+    "build_retry_policy",
+    "build_route_configuration",
+    "class_route_name",
+    "route_config_name",
+]
 
 
 def route_config_name(listener: Listener) -> str:
@@ -72,11 +86,15 @@ def _hash_policy(keys: tuple[HashKey, ...]) -> list[rc.RouteAction.HashPolicy]:
     return policies
 
 
-def _retry_policy(retry: RetryPolicy) -> rc.RetryPolicy:
+def build_retry_policy(retry: RetryPolicy, *, streamed: bool) -> rc.RetryPolicy:
+    """``retry`` for a route that carries only streamed requests (``streamed``) or any other."""
     policy = rc.RetryPolicy(retry_on=retry.retry_on)
     policy.num_retries.value = retry.num_retries
     if retry.per_try_timeout_s is not None:
         policy.per_try_timeout.CopyFrom(duration(retry.per_try_timeout_s))
+    idle_s = retry.try_idle_timeout_s(streamed=streamed)
+    if idle_s is not None:
+        policy.per_try_idle_timeout.CopyFrom(duration(idle_s))
     if retry.other_host:
         policy.retry_host_predicate.append(
             rc.RetryPolicy.RetryHostPredicate(
@@ -114,42 +132,75 @@ def _body_matchers(match: RouteMatch, *, route: str, classify: Classify) -> list
     return out
 
 
-def _set_destination(action: rc.RouteAction, route: Route, weights: Mapping[str, int]) -> None:
+NO_POOL_STATUS = 503
+"""What a route answers while none of its pools exists (an InferencePool not created yet, or
+deleted): what Envoy answers for a pool without a server, so a client sees one status."""
+
+
+def _set_destination(
+    action: rc.RouteAction,
+    route: Route,
+    *,
+    weights: Mapping[str, int],
+    served: AbstractSet[str],
+    pickers: Mapping[str, PoolPicker] | None,
+) -> None:
+    """The route's pool, or its pools that exist as weighted clusters, each with its pool's
+    picker settings when the listener has the picker filter (``pickers`` not ``None``)."""
     if route.pool is not None:
         action.cluster = route.pool
         return
+    # Only the pools that exist: a route naming a missing cluster would keep Envoy from
+    # dropping a deleted pool's cluster (make-before-break holds what a route names).
+    shares = [share for share in route.pools if share.name in served]
     # The engine's weights only when it measured every pool of the route: a measured pool next
     # to a static weight would compare two different units.
-    measured = all(share.name in weights for share in route.pools)
-    for share in route.pools:
+    measured = all(share.name in weights for share in shares)
+    for share in shares:
         weight = u32(weights[share.name] if measured else share.weight)
-        action.weighted_clusters.clusters.append(
-            rc.WeightedCluster.ClusterWeight(name=share.name, weight=weight)
-        )
+        cluster = rc.WeightedCluster.ClusterWeight(name=share.name, weight=weight)
+        if pickers is not None:
+            config = picker_pool_config(share.name, pickers)
+            cluster.typed_per_filter_config[PICKER_FILTER].CopyFrom(config)
+        action.weighted_clusters.clusters.append(cluster)
 
 
 def _route(
-    route: Route, *, model_header: str, classify: Classify | None, pool_weights: Mapping[str, int]
+    route: Route,
+    *,
+    model_header: str,
+    classify: Classify | None,
+    pool_weights: Mapping[str, int],
+    picker: any_pb2.Any | None,
+    served: AbstractSet[str],
+    pickers: Mapping[str, PoolPicker] | None,
 ) -> rc.Route:
     headers = [_header_matcher(h) for h in route.match.headers]
     if route.match.model is not None:
         headers.append(_header_matcher(HeaderMatch(name=model_header, exact=route.match.model)))
     if classify is not None:
         headers += _body_matchers(route.match, route=route.name, classify=classify)
+    match = rc.RouteMatch(prefix=route.match.prefix, headers=headers)
+    if not any(name in served for name in route.pool_names()):
+        return rc.Route(
+            name=route.name,
+            match=match,
+            direct_response=rc.DirectResponseAction(status=NO_POOL_STATUS),
+        )
     action = rc.RouteAction(
         timeout=duration(route.timeout_s),
         hash_policy=_hash_policy(route.hash_policy),
     )
-    _set_destination(action, route, pool_weights)
+    _set_destination(action, route, weights=pool_weights, served=served, pickers=pickers)
     if route.idle_timeout_s is not None:
         action.idle_timeout.CopyFrom(duration(route.idle_timeout_s))
     if route.retry is not None:
-        action.retry_policy.CopyFrom(_retry_policy(route.retry))
-    return rc.Route(
-        name=route.name,
-        match=rc.RouteMatch(prefix=route.match.prefix, headers=headers),
-        route=action,
-    )
+        streamed = route.match.stream is True
+        action.retry_policy.CopyFrom(build_retry_policy(route.retry, streamed=streamed))
+    out = rc.Route(name=route.name, match=match, route=action)
+    if picker is not None:
+        out.typed_per_filter_config[PICKER_FILTER].CopyFrom(picker)
+    return out
 
 
 def class_route_name(route: str, priority: PriorityClass) -> str:
@@ -172,13 +223,14 @@ def _class_routes(
         if priority is not default:
             header = HeaderMatch(name=limits.header, exact=priority.value)
             copy.match.headers.append(_header_matcher(header))
-        if priority.high:
+        if priority.high and copy.HasField("route"):
             copy.route.priority = base_pb2.RoutingPriority.HIGH
         bucket = budgets.get(priority)
         if bucket is not None:
             copy.typed_per_filter_config[RATE_LIMIT_FILTER].CopyFrom(
                 route_bucket(
                     bucket,
+                    priority=priority.value,
                     retry_after_s=limits.retry_after_s,
                     cost_header=limits.cost_header if limits.unit == "tokens" else None,
                 )
@@ -192,14 +244,22 @@ def build_route_configuration(
     *,
     model_header: str,
     pool_weights: Mapping[str, Mapping[str, int]] | None = None,
-    budgets: Budgets | None = None,
+    budgets: Buckets | None = None,
+    pickers: Mapping[str, PoolPicker] | None = None,
+    pools: AbstractSet[str] | None = None,
 ) -> route_pb2.RouteConfiguration:
     """One virtual host answering every domain, with the listener's routes in order. A route
     over several pools shares by ``pool_weights`` (route name -> pool name -> weight, from the
     weight engine), or by its pools' static weights when the engine has not measured them
     all. With ``limits``, each route becomes one route per priority class, each with its
-    class's bucket from ``budgets`` (none there: that class is not limited)."""
-    weights = pool_weights or {}
+    class's bucket from ``budgets``, one node group's (none there: that class is not
+    limited). When the listener routes to a pool in ``pickers`` (pool name -> its picker),
+    every route says whether the picker filter asks that pool's picker or stays off. ``pools``
+    (default: every pool the routes name) are the pools that exist: a route over several sends
+    only to those, and a route none of whose pools exists answers ``NO_POOL_STATUS``."""
+    weights, known = pool_weights or {}, pickers or {}
+    served = pools if pools is not None else {n for r in listener.routes for n in r.pool_names()}
+    ask = bool(listener_pickers(listener, known))
     routes: list[rc.Route] = []
     for r in listener.routes:
         base = _route(
@@ -207,14 +267,19 @@ def build_route_configuration(
             model_header=model_header,
             classify=listener.classify,
             pool_weights=weights.get(r.name, {}),
+            picker=picker_route_config(r, known) if ask else None,
+            served=served,
+            pickers=known if ask else None,
         )
         if listener.limits is None:
             routes.append(base)
         else:
-            found = (budgets or {}).get(r.name, {})
+            found = budgets.of_route(listener.name, r.name) if budgets is not None else {}
             routes += _class_routes(base, route=r, limits=listener.limits, budgets=found)
     return route_pb2.RouteConfiguration(
         name=route_config_name(listener),
+        # What the picker learns which endpoint served from (docs/picker.md).
+        response_headers_to_add=[served_header()] if ask else [],
         virtual_hosts=[
             rc.VirtualHost(
                 name=listener.name,

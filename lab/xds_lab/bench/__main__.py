@@ -20,7 +20,10 @@ BENCHMARKS = (
     "classify_latency",
     "mixed_pools",
     "limiter_overhead",
+    "data_path_overhead",
     "overload",
+    "token_budget",
+    "demo_tour",
 )
 """Module names in this package; each exposes ``main()``. Missing ones are skipped, so the runner
 works while benchmarks are still being written."""

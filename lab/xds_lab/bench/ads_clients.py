@@ -26,6 +26,7 @@ from envoy.service.discovery.v3.discovery_pb2 import DeltaDiscoveryRequest as De
 from envoy.service.discovery.v3.discovery_pb2 import DiscoveryRequest as Request
 
 from xds_control.xds import type_urls as urls
+from xds_lab.bench import entry
 
 __all__ = ["main", "run_delta_stream", "run_stream"]
 
@@ -123,7 +124,7 @@ async def _run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Open the streams and keep them until SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m xds_lab.bench.ads_clients")
+    parser = entry.parser("ads_clients", __doc__, report=False)
     parser.add_argument("address", help="the ADS server, HOST:PORT")
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--per-connection", type=int, default=10)

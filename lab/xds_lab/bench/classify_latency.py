@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,12 +25,11 @@ from typing import Any
 import aiohttp
 
 from xds_control.config import Listener
-from xds_control.log import configure_logging
 from xds_control.xds.lua import classifier_source
+from xds_lab.bench import entry
 from xds_lab.bench.arms import ArmSamples, alternate_arms, chat_body
 from xds_lab.bench.fast_backend import FastBackend
-from xds_lab.bench.tables import machine_info, markdown_table, write_cdf, write_report
-from xds_lab.harness.envoy import find_envoy
+from xds_lab.bench.tables import markdown_table, write_cdf
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.stack import Stack
 from xds_lab.loadgen import percentile
@@ -168,45 +166,34 @@ def results_table(cells: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Measure, print the table and the machine, write JSON, Markdown and a CDF plot."""
-    parser = argparse.ArgumentParser(
-        prog="python -m xds_lab.bench.classify_latency", description=__doc__
+    parser = entry.parser(
+        "classify_latency", __doc__, out=entry.DOCS_BENCH, rate=500.0, seconds=2.0, rounds=6
     )
-    parser.add_argument("--rate", type=float, default=500.0, help="requests/s per arm")
-    parser.add_argument("--seconds", type=float, default=2.0, help="per arm and round")
-    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--body-kib", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
-    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
-    args = parser.parse_args(argv)
-    configure_logging(level="warning")
-    machine = machine_info(envoy_bin=find_envoy())
+    run = entry.start(parser, argv)
+    args = run.args
     with tempfile.TemporaryDirectory(prefix="bench-classify-") as tmp:
         cells = asyncio.run(_measure(args, Path(tmp)))
-    table = results_table(cells)
-    given = sys.argv[1:] if argv is None else list(argv)
-    command = " ".join(["python -m xds_lab.bench.classify_latency", *given])
-    lines = [
-        "# Classifier latency: measured",
-        "",
-        f"`{command}`: {args.rate:g} requests/s per arm, {args.rounds} rounds of "
-        f"{args.seconds:g} s per arm, arms alternating.",
-        "",
-        table,
-        "",
-    ]
+    body = [results_table(cells)]
     if parsed := parse_cost([*args.body_kib, 64]):
         header = ["body", "bytes", "script alone, ms (PUC Lua 5.1, best of 5 x 200)"]
-        lines += [markdown_table(header=header, rows=parsed), ""]
-    lines += [f"- {key}: {value}" for key, value in machine.items()]
-    summary = [{k: v for k, v in c.items() if k != "samples_s"} for c in cells]
-    report = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine}
-    write_report(
-        out=args.out, name="classify_latency", lines=lines, summary={**report, "cells": summary}
-    )
-    write_cdf(
-        {f"{c['body_kib']} KiB, {c['route']}": c["samples_s"] for c in cells},
-        path=args.out / "classify_latency.png",
-        xlabel="request -> response through Envoy (ms)",
-        title=f"classify filter at {args.rate:g} requests/s",
+        body += ["", markdown_table(header=header, rows=parsed)]
+
+    def plot(path: Path) -> None:
+        write_cdf(
+            {f"{c['body_kib']} KiB, {c['route']}": c["samples_s"] for c in cells},
+            path=path,
+            xlabel="request -> response through Envoy (ms)",
+            title=f"classify filter at {args.rate:g} requests/s",
+        )
+
+    run.finish(
+        title="Classifier latency: measured",
+        what=f"{args.rate:g} requests/s per arm, {args.rounds} rounds of "
+        f"{args.seconds:g} s per arm, arms alternating.",
+        body=body,
+        summary={"cells": [{k: v for k, v in c.items() if k != "samples_s"} for c in cells]},
+        plot=plot,
     )
 
 

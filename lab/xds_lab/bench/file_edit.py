@@ -13,7 +13,6 @@ push, Envoy applying it, and up to one 10 ms polling step.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import os
@@ -21,15 +20,15 @@ import random
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
 
-from xds_control.log import configure_logging
-from xds_lab.bench.tables import machine_info, markdown_table
+from xds_lab.bench import entry
+from xds_lab.bench.tables import markdown_table
 from xds_lab.harness.control_plane import ControlPlaneProcess
-from xds_lab.harness.envoy import EnvoyProcess, find_envoy
+from xds_lab.harness.envoy import EnvoyProcess
 from xds_lab.harness.pool_config import POOL, one_pool_config
 from xds_lab.harness.ports import free_port
 from xds_lab.loadgen import percentile
@@ -160,14 +159,14 @@ def _ints(text: str) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run each size, print the table and the machine."""
-    parser = argparse.ArgumentParser(prog="python -m xds_lab.bench.file_edit", description=__doc__)
+    parser = entry.parser("file_edit", __doc__)
     parser.add_argument("--endpoints", type=_ints, default=[100, 1000], help="e.g. 100,1000")
     parser.add_argument("--edits", type=int, default=20, help="edits per size")
     parser.add_argument(
         "--debounce-ms", type=int, default=None, help="watch.debounce_ms (default: the default)"
     )
-    args = parser.parse_args(argv)
-    configure_logging(level="warning")
+    run = entry.start(parser, argv)
+    args = run.args
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-file-edit-") as tmp:
         for count in args.endpoints:
@@ -183,11 +182,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             )
             print(f"  {count} endpoints: done", flush=True)
-    print()
-    print(results_table(results))
-    print()
-    machine = machine_info(envoy_bin=find_envoy())
-    print("\n".join(f"- {key}: {value}" for key, value in machine.items()))
+    run.finish(
+        title="Endpoints-file edit -> Envoy: measured",
+        what=f"{args.edits} edits per size.",
+        body=[results_table(results)],
+        summary={"sizes": [asdict(r) for r in results]},
+    )
 
 
 if __name__ == "__main__":

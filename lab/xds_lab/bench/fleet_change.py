@@ -11,8 +11,9 @@ import yaml
 
 from xds_control.cache import MemorySnapshotCache
 from xds_control.config import DEFAULT_GROUP, Config, parse_config
-from xds_control.control import EndpointWeight, reconcile_groups
+from xds_control.control import ReconcileInputs, reconcile_groups
 from xds_control.discovery import Endpoint
+from xds_control.xds import EndpointWeight
 from xds_control.xds import type_urls as urls
 from xds_lab.bench.fleet_report import FleetResult, process_cpu_s
 from xds_lab.bench.push_cell import AckWaiter
@@ -75,7 +76,7 @@ class Fleet:
         self.weights[endpoint.address] = EndpointWeight(new)
         cpu0, t0 = time.process_time(), time.perf_counter()
         snapshot = reconcile_groups(
-            config=self.config, endpoints=self.endpoints, weights=self.weights
+            ReconcileInputs(config=self.config, endpoints=self.endpoints, weights=self.weights)
         )[DEFAULT_GROUP]
         self.waiter.expect(version=snapshot.resource_set(urls.ENDPOINT).version, nodes=self.nodes)
         cpu1, t1 = time.process_time(), time.perf_counter()

@@ -23,17 +23,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from xds_control.cache import MemorySnapshotCache
+from xds_control.cli.collector import settle_for_serving
 from xds_control.config import DEFAULT_GROUP
-from xds_control.control import reconcile_groups
+from xds_control.control import ReconcileInputs, reconcile_groups
 from xds_control.discovery import to_endpoints
-from xds_control.log import configure_logging
 from xds_control.server import StreamRegistry, XdsServer
-from xds_control.server.collector import settle_for_serving
 from xds_control.xds import type_urls as urls
 from xds_control.xds.routes import route_config_name
+from xds_lab.bench import entry
 from xds_lab.bench.fleet_change import Fleet, fleet_config, wait_for_acks
 from xds_lab.bench.fleet_report import (
     FleetResult,
@@ -43,12 +44,11 @@ from xds_lab.bench.fleet_report import (
     rss_table,
 )
 from xds_lab.bench.push_cell import AckWaiter
-from xds_lab.bench.tables import machine_info
-from xds_lab.harness.envoy import EnvoyProcess, find_envoy
+from xds_lab.harness.envoy import EnvoyProcess
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.process import ManagedProcess
 
-__all__ = ["main", "run"]
+__all__ = ["main", "measure"]
 
 SYNC_TIMEOUT_S = 300.0
 
@@ -91,13 +91,13 @@ async def _soak(fleet: Fleet, result: FleetResult, seconds: float) -> None:
     result.soak_s = time.monotonic() - started
 
 
-async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
+async def measure(args: argparse.Namespace, workdir: Path) -> FleetResult:
     """Sync the fleet, time ``args.changes`` changes, then soak."""
     config = fleet_config(pools=args.pools, endpoints=args.endpoints, listener_port=free_port())
     endpoints = {pool.name: to_endpoints(pool.endpoints) for pool in config.pools}
     cache, registry, waiter = MemorySnapshotCache(), StreamRegistry(), AckWaiter()
     registry.add_ack_listener(waiter.on_ack)
-    initial = reconcile_groups(config=config, endpoints=endpoints, weights={})[DEFAULT_GROUP]
+    initial = reconcile_groups(ReconcileInputs(config=config, endpoints=endpoints))[DEFAULT_GROUP]
     cache.set_snapshot(DEFAULT_GROUP, initial)
     server = XdsServer(cache=cache, registry=registry, address="127.0.0.1:0")
     await server.start()
@@ -152,10 +152,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> FleetResult:
     return result
 
 
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m xds_lab.bench.fleet_streams", description=__doc__
-    )
+def _parser() -> argparse.ArgumentParser:
+    parser = entry.parser("fleet_streams", __doc__)
     parser.add_argument(
         "--ads",
         choices=("sotw", "delta"),
@@ -180,30 +178,25 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="keep CPython's collector as it is (serve freezes what start-up made and "
         "collects young objects less often): what the collector costs a push",
     )
-    return parser.parse_args(argv)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run once, print the tables and the machine."""
-    args = _parse_args(argv)
-    configure_logging(level="warning")
-    machine = machine_info(envoy_bin=find_envoy())
+    run = entry.start(_parser(), argv)
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
-        result = asyncio.run(run(args, Path(tmp)))
-    print()
-    print(
+        result = asyncio.run(measure(run.args, Path(tmp)))
+    body = [
         f"{result.streams} {result.ads} ADS streams + {result.envoys} Envoys, "
-        f"{result.endpoints} endpoints in {result.pools} pools; first sync {result.sync_s:.1f} s"
-    )
-    print()
-    print(results_table(result))
-    print()
-    print("\n".join(memory_lines(result)))
+        f"{result.endpoints} endpoints in {result.pools} pools; first sync {result.sync_s:.1f} s",
+        "",
+        results_table(result),
+        "",
+        *memory_lines(result),
+    ]
     if len(result.rss_samples) > 2:
-        print()
-        print(rss_table(result))
-    print()
-    print("\n".join(f"- {key}: {value}" for key, value in machine.items()))
+        body += ["", rss_table(result)]
+    run.finish(title="ADS fleet streams: measured", body=body, summary={"result": asdict(result)})
 
 
 if __name__ == "__main__":

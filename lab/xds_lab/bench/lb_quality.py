@@ -11,13 +11,13 @@ By default (``make bench``) the headline point of each scenario (80%) runs 3 see
 ``--loads`` (only these levels: no 100% confirmation point) and ``--capacity`` (req/s, skips the
 ramp) narrow a run to the points a question needs, for every scenario named.
 
-Writes ``<scenario>.json|.md|*.png``, ``context_surface.*`` and ``summary.md`` (machine, aims,
-every table) under ``--out``. One scenario alone: ``xds-control bench run --scenario FILE``.
+Writes ``<scenario>.json|.md|*.png``, ``context_surface.*`` and ``summary.md|.json`` (aims,
+every table, the machine) under ``--out``. One scenario alone:
+``xds-control bench run --scenario FILE``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import json
@@ -28,20 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from xds_control.log import configure_logging
-from xds_lab.bench import run_scenario_file
+from xds_lab.bench import entry, run_scenario_file
 from xds_lab.bench.aims import aim_lines
 from xds_lab.bench.picker_stats import picker_lines
 from xds_lab.bench.push_cell import measure_push_latency
 from xds_lab.bench.push_latency import results_table
 from xds_lab.bench.rigor import FULL, QUICK
 from xds_lab.bench.surface import run_surface, write_heatmaps
-from xds_lab.bench.tables import machine_info, markdown_table
-from xds_lab.harness.envoy import find_envoy
+from xds_lab.bench.tables import markdown_table
 
 __all__ = ["SCENARIOS", "main"]
 
 SCENARIOS_DIR = Path(__file__).parent / "scenarios"
-SCENARIOS = ("mixed", "prefix-heavy", "homogeneous", "degraded", "cold-start")
+SCENARIOS = ("mixed", "mixed-native", "prefix-heavy", "homogeneous", "degraded", "cold-start")
 """Run order; the aims read mixed, prefix-heavy and homogeneous."""
 
 
@@ -89,20 +88,20 @@ def _push(*, quick: bool) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the scenarios, the surface and push latency; write every file and ``summary.md``."""
-    parser = argparse.ArgumentParser(prog="python -m xds_lab.bench.lb_quality", description=__doc__)
+    parser = entry.parser("lb_quality", __doc__, out=entry.DOCS_BENCH)
     parser.add_argument("--quick", action="store_true", help="half durations, fewer points")
     parser.add_argument("--seeds", type=int, help="seeds at the headline point (3; --quick: 1)")
     parser.add_argument(
         "--min-requests", type=int, help="requests per seed at the headline point (600; quick: 0)"
     )
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="names or paths")
-    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
     parser.add_argument("--policies", help="comma-separated; default: each scenario's own")
     parser.add_argument("--loads", help="comma-separated fractions of capacity; no 100%% check")
     parser.add_argument("--capacity", type=float, help="req/s: skip the capacity ramp")
     parser.add_argument("--no-surface", action="store_true")
     parser.add_argument("--no-push", action="store_true")
-    args = parser.parse_args(argv)
+    run = entry.start(parser, argv, log_level="info")  # progress: capacity steps and points
+    args = run.args
     rigor = QUICK if args.quick else FULL
     if args.seeds is not None:
         rigor = dataclasses.replace(rigor, seeds=args.seeds)
@@ -116,8 +115,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         rigor = dataclasses.replace(rigor, confirm_load=None)
     if args.capacity is not None:
         overrides["capacity_rps"] = args.capacity
-    configure_logging(level="info")  # progress: capacity steps and points
-    machine = machine_info(envoy_bin=find_envoy())
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results: dict[str, Any] = {}
@@ -140,21 +137,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         sections.append(
             "## Push latency (weight change -> ACK, 100 endpoints)\n\n" + _push(quick=args.quick)
         )
-    summary = [
-        "# LB quality: measured",
-        "",
-        f"Wall time {time.monotonic() - started:.0f} s{' (--quick)' if args.quick else ''}.",
-        "",
-        *(f"- {key}: {value}" for key, value in machine.items()),
-        "",
-        "## Aims",
-        "",
-        *aim_lines(results),
-        "",
-        *sections,
-    ]
-    (args.out / "summary.md").write_text("\n".join(summary) + "\n")
-    print("\n".join(summary))
+    run.finish(
+        title="LB quality: measured",
+        what=f"wall time {time.monotonic() - started:.0f} s{' (--quick)' if args.quick else ''}.",
+        body=["## Aims", "", *aim_lines(results), "", *sections],
+        summary={"aims": aim_lines(results)},
+        file="summary",
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,11 +21,10 @@ from typing import Any
 
 import aiohttp
 
-from xds_control.log import configure_logging
+from xds_lab.bench import entry
 from xds_lab.bench.arms import ArmSamples, alternate_arms, chat_body
 from xds_lab.bench.fast_backend import FastBackend
-from xds_lab.bench.tables import machine_info, markdown_table, write_report
-from xds_lab.harness.envoy import find_envoy
+from xds_lab.bench.tables import markdown_table
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.stack import Stack
 from xds_lab.loadgen import percentile
@@ -107,30 +105,13 @@ def results_table(samples: dict[str, ArmSamples]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Measure, print the table and the machine, write JSON and Markdown."""
-    parser = argparse.ArgumentParser(
-        prog="python -m xds_lab.bench.limiter_overhead", description=__doc__
+    parser = entry.parser(
+        "limiter_overhead", __doc__, out=entry.DOCS_BENCH, rate=500.0, seconds=6.0, rounds=2
     )
-    parser.add_argument("--rate", type=float, default=500.0, help="requests/s per arm")
-    parser.add_argument("--seconds", type=float, default=6.0, help="per arm and round")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
-    args = parser.parse_args(argv)
-    configure_logging(level="warning")
-    machine = machine_info(envoy_bin=find_envoy())
+    run = entry.start(parser, argv)
+    args = run.args
     with tempfile.TemporaryDirectory(prefix="bench-limiter-") as tmp:
         samples = asyncio.run(_measure(args, Path(tmp)))
-    given = sys.argv[1:] if argv is None else list(argv)
-    command = " ".join(["python -m xds_lab.bench.limiter_overhead", *given])
-    lines = [
-        "# Limiter overhead: measured",
-        "",
-        f"`{command}`: {args.rate:g} requests/s per arm, {args.rounds} rounds of "
-        f"{args.seconds:g} s per arm, arms alternating.",
-        "",
-        results_table(samples),
-        "",
-        *(f"- {key}: {value}" for key, value in machine.items()),
-    ]
     summary = {
         arm: {
             "ok": len(s.latencies_s),
@@ -140,9 +121,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         }
         for arm, s in samples.items()
     }
-    report = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine}
-    write_report(
-        out=args.out, name="limiter_overhead", lines=lines, summary={**report, "arms": summary}
+    run.finish(
+        title="Limiter overhead: measured",
+        what=f"{args.rate:g} requests/s per arm, {args.rounds} rounds of "
+        f"{args.seconds:g} s per arm, arms alternating.",
+        body=[results_table(samples)],
+        summary={"arms": summary},
     )
 
 

@@ -3,7 +3,7 @@ dialect, one route over the pools) against today's benchmark form (one pool in w
 server exports vLLM's metric names), at one load level, through a real Envoy.
 
     python -m xds_lab.bench.mixed_pools [--load 0.8] [--seconds 15] [--policy maglev_weights]
-        [--forms one_pool,pool_per_engine] [--out docs/bench]
+        [--forms one_pool,pool_per_engine] [--seeds 1] [--out docs/bench]
 
 The scenario is ``scenarios/mixed.yaml`` (its fleet, workload, SLO and seed), with its measured
 capacity (``--capacity``, req/s) instead of a new capacity ramp, so a run takes under two
@@ -14,29 +14,33 @@ Triton or ONNX Runtime pools (their step times are different measures, docs/rout
 split is the pools' static ``weight``s. ``pool_per_engine`` sets them as an operator who
 measured each kind would: in proportion to each kind's capacity (``PER_SERVER_RPS``, from the
 mixed scenario's capacity ramp), times its servers. ``pool_per_engine_equal`` leaves them
-equal: what a route over pools does with no weights given. Writes ``mixed_pools.json|.md``.
+equal: what a route over pools does with no weights given.
+
+With the data path on (``signals.data_path``), the engine weighs such a route too: every
+server without a decode step of its own is timed by Envoy on the vLLM servers' scale
+(docs/weights.md). ``pool_per_engine_data_path`` is the per-engine form with no static weights
+and the data path on; ``one_pool_native`` is its one-pool counterpart (the ``mixed-native``
+scenario: one pool, each server in its own dialect, the data path on). ``--seeds N`` runs each
+form N times (the scenario's seed, +1, ...), a row per run. Writes ``mixed_pools.json|.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import sys
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from xds_control.log import configure_logging
+from xds_lab.bench import entry
 from xds_lab.bench.point import load_spec, run_point
 from xds_lab.bench.policies import POLICIES, Policy, control_plane_config
 from xds_lab.bench.scenario import Scenario, load_scenario
 from xds_lab.bench.stack import BenchStack, bench_stack
-from xds_lab.bench.tables import machine_info, markdown_table, write_report
-from xds_lab.harness.envoy import find_envoy
+from xds_lab.bench.tables import markdown_table
 from xds_lab.loadgen import build_requests, run_load
-from xds_lab.sim.profiles import get_profile
+from xds_lab.sim.profiles import get_profile, read_as
 
 __all__ = ["main"]
 
@@ -46,7 +50,14 @@ CAPACITY_RPS = 17.33
 PER_SERVER_RPS = {"vllm": 6.24, "triton": 2.42, "onnxruntime": 0.1}
 """Requests/s one server of each kind kept within the SLO alone (same source; the L4s kept
 up with none of the steps tried, the lowest 0.1)."""
-FORMS = ("one_pool", "pool_per_engine", "pool_per_engine_equal")
+FORMS = (
+    "one_pool",
+    "pool_per_engine",
+    "pool_per_engine_equal",
+    "pool_per_engine_data_path",
+    "one_pool_native",
+)
+_DATA_PATH = frozenset({"pool_per_engine_data_path", "one_pool_native"})
 
 
 def _fleet(scenario: Scenario, form: str) -> Scenario:
@@ -64,8 +75,14 @@ def _config(stack: BenchStack, scenario: Scenario, *, form: str, policy: Policy)
     profiles = {s.name: get_profile(s.profile, **s.overrides) for s in scenario.fleet}
     addresses = stack.backends.addresses
     slots = {addresses[n]: p.max_num_seqs for n, p in profiles.items()}
-    one = control_plane_config(policy=policy, batch_slots=slots, listener_port=stack.listener_port)
-    if form == "one_pool":
+    one = control_plane_config(
+        policy=policy,
+        batch_slots=slots,
+        listener_port=stack.listener_port,
+        engines={addresses[n]: read_as(p) for n, p in profiles.items()},
+        signals={"data_path": {"enabled": True}} if form in _DATA_PATH else None,
+    )
+    if form in {"one_pool", "one_pool_native"}:
         return one
     lb = one["pools"][0]["lb"]
     engines: dict[str, list[str]] = {}
@@ -92,7 +109,14 @@ def _config(stack: BenchStack, scenario: Scenario, *, form: str, policy: Policy)
 
 
 async def _run_form(
-    scenario: Scenario, *, form: str, policy: Policy, rate: float, seconds: float, workdir: Path
+    scenario: Scenario,
+    *,
+    form: str,
+    policy: Policy,
+    rate: float,
+    seconds: float,
+    seed: int,
+    workdir: Path,
 ) -> dict[str, Any]:
     scenario = _fleet(scenario, form)
     stack = bench_stack(scenario, workdir=workdir)
@@ -107,12 +131,13 @@ async def _run_form(
             scenario=scenario,
             policy=policy,
             rate_rps=rate,
-            seed=scenario.seed,
+            seed=seed,
             seconds=seconds,
         )
     finally:
         await stack.close()
     point["form"] = form
+    point["seed"] = seed
     kind = {s.name: s.profile for s in scenario.fleet}
     served: Counter[str] = Counter()
     for server, count in point["servers"].items():
@@ -126,6 +151,7 @@ def results_table(points: Sequence[dict[str, Any]]) -> str:
     rows = [
         [
             p["form"],
+            str(p.get("seed", "")),
             f"{p['offered_rps']:.2f}",
             f"{p['ttft_p50_s'] * 1000:.0f}",
             f"{p['ttft_p90_s'] * 1000:.0f}",
@@ -136,59 +162,58 @@ def results_table(points: Sequence[dict[str, Any]]) -> str:
         ]
         for p in points
     ]
-    header = ["form", "offered req/s", "TTFT p50 ms", "p90 ms", "p99 ms", "goodput", "errors"]
+    header = [
+        "form",
+        "seed",
+        "offered req/s",
+        "TTFT p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "goodput",
+        "errors",
+    ]
     return markdown_table(header=[*header, "served by kind"], rows=rows)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run each form once at ``--load`` x capacity; print and write the table."""
-    parser = argparse.ArgumentParser(
-        prog="python -m xds_lab.bench.mixed_pools", description=__doc__
+    parser = entry.parser(
+        "mixed_pools", __doc__, out=entry.DOCS_BENCH, load=0.8, capacity=CAPACITY_RPS, seconds=15.0
     )
-    parser.add_argument("--load", type=float, default=0.8, help="fraction of capacity")
-    parser.add_argument("--capacity", type=float, default=CAPACITY_RPS, help="req/s")
-    parser.add_argument("--seconds", type=float, default=15.0, help="arrivals per form")
     parser.add_argument("--policy", default="maglev_weights", choices=sorted(POLICIES))
     parser.add_argument("--forms", default="one_pool,pool_per_engine")
-    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
-    args = parser.parse_args(argv)
-    configure_logging(level="warning")
+    parser.add_argument("--seeds", type=int, default=1, help="runs of each form")
+    run = entry.start(parser, argv)
+    args = run.args
     scenario = load_scenario(SCENARIO)
     policy = POLICIES[args.policy]
-    machine = machine_info(envoy_bin=find_envoy())
     points = []
-    for form in args.forms.split(","):
+    forms = args.forms.split(",")
+    for form in forms:
         if form not in FORMS:
             raise SystemExit(f"unknown form {form!r}; known: {', '.join(FORMS)}")
-        with tempfile.TemporaryDirectory(prefix=f"bench-{form}-") as tmp:
-            point = asyncio.run(
-                _run_form(
-                    scenario,
-                    form=form,
-                    policy=policy,
-                    rate=args.capacity * args.load,
-                    seconds=args.seconds,
-                    workdir=Path(tmp),
+    for k in range(args.seeds):
+        for form in forms:  # forms alternate, so the machine's drift touches each alike
+            with tempfile.TemporaryDirectory(prefix=f"bench-{form}-") as tmp:
+                point = asyncio.run(
+                    _run_form(
+                        scenario,
+                        form=form,
+                        policy=policy,
+                        rate=args.capacity * args.load,
+                        seconds=args.seconds,
+                        seed=scenario.seed + k,
+                        workdir=Path(tmp),
+                    )
                 )
-            )
-        print(f"  {form}: done", flush=True)
-        points.append(point)
-    given = sys.argv[1:] if argv is None else list(argv)
-    lines = [
-        "# Mixed fleet: one pool per engine against one pool",
-        "",
-        f"`{' '.join(['python -m xds_lab.bench.mixed_pools', *given])}`: {args.load:.0%} of "
-        f"{args.capacity:g} req/s for {args.seconds:g} s per form, {args.policy} in each pool.",
-        "",
-        results_table(points),
-        "",
-        *(f"- {key}: {value}" for key, value in machine.items()),
-    ]
-    write_report(
-        out=args.out,
-        name="mixed_pools",
-        lines=lines,
-        summary={"machine": machine, "points": points},
+            print(f"  {form} seed {scenario.seed + k}: done", flush=True)
+            points.append(point)
+    run.finish(
+        title="Mixed fleet: one pool per engine against one pool",
+        what=f"{args.load:.0%} of {args.capacity:g} req/s for {args.seconds:g} s per form, "
+        f"{args.policy} in each pool.",
+        body=[results_table(points)],
+        summary={"points": points},
     )
 
 

@@ -1,6 +1,8 @@
-"""Overload: twice a simulated fleet's capacity, offered as a Critical/High/Medium mix, through
-three front doors: no limiter, the control plane's P99-adaptive budgets, and Envoy's own
-``adaptive_concurrency`` filter configured as its docs suggest.
+"""Overload: twice a simulated fleet's capacity, offered as a Critical/High/Medium mix by two
+tenants (one offering four times the other), through five front doors: no limiter, the control
+plane's P99-adaptive budgets, Envoy's own ``adaptive_concurrency`` filter configured as its docs
+suggest, the picker with flow control (held, not shed: docs/flow-control.md), and flow control
+with the light tenant alone at its same offered rate (what "fair" is judged against).
 
     python -m xds_lab.bench.overload [--capacity 10] [--factor 2] [--seconds 30]
         [--ttft-target 2.0] [--out docs/bench]
@@ -18,14 +20,13 @@ import asyncio
 import dataclasses
 import json
 import random
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from xds_control.log import configure_logging
-from xds_lab.bench.tables import machine_info, markdown_table, write_report
+from xds_lab.bench import entry
+from xds_lab.bench.tables import markdown_table
 from xds_lab.harness.envoy import find_envoy
 from xds_lab.harness.fleet import local_fleet
 from xds_lab.harness.ports import free_port
@@ -39,8 +40,10 @@ from xds_lab.sim.fleet import Fleet, ServerSpec
 
 __all__ = ["main"]
 
-ARMS = ("none", "adaptive budgets", "adaptive_concurrency")
+ARMS = ("none", "adaptive budgets", "adaptive_concurrency", "flow control", "flow, light alone")
 MIX = {"critical": 0.2, "high": 0.3, "medium": 0.5}
+TENANTS = {"heavy": 0.8, "light": 0.2}
+TENANT_HEADER = "x-gateway-inference-fairness-id"
 
 
 def _fleet() -> Fleet:
@@ -66,15 +69,23 @@ def _requests(args: argparse.Namespace) -> list[RequestSpec]:
     )
     pick = random.Random(7)
     classes, weights = list(MIX), list(MIX.values())
+    tenants, shares = list(TENANTS), list(TENANTS.values())
     return [
         dataclasses.replace(
-            r, headers={**r.headers, "x-priority": pick.choices(classes, weights)[0]}
+            r,
+            headers={
+                **r.headers,
+                "x-priority": pick.choices(classes, weights)[0],
+                TENANT_HEADER: pick.choices(tenants, shares)[0],
+            },
         )
         for r in build_requests(spec)
     ]
 
 
-def _config(stack: Stack[Fleet], args: argparse.Namespace, *, limited: bool) -> dict[str, Any]:
+def _config(
+    stack: Stack[Fleet], args: argparse.Namespace, *, limited: bool, flow: bool = False
+) -> dict[str, Any]:
     listener: dict[str, Any] = {
         "name": "gateway",
         "address": f"127.0.0.1:{stack.listener_port}",
@@ -98,14 +109,15 @@ def _config(stack: Stack[Fleet], args: argparse.Namespace, *, limited: bool) -> 
             },
         }
     addresses = stack.backends.addresses
+    pool: dict[str, Any] = {
+        "name": "chat",
+        "endpoints": [{"address": a} for a in addresses.values()],
+        "lb": {"policy": "least_request"},
+    }
+    if flow:
+        pool["picker"] = {"address": f"127.0.0.1:{free_port()}", "flow": {"max_wait_s": 30}}
     return {
-        "pools": [
-            {
-                "name": "chat",
-                "endpoints": [{"address": a} for a in addresses.values()],
-                "lb": {"policy": "least_request"},
-            }
-        ],
+        "pools": [pool],
         "listeners": [listener],
         "signals": {"rate_window": "10s"},
     }
@@ -180,11 +192,15 @@ def _static_envoy(*, listen: int, admin: int, backends: Sequence[str]) -> dict[s
     }
 
 
-async def _arm_stack(arm: str, args: argparse.Namespace, workdir: Path) -> list[Result]:
+async def _arm_stack(
+    arm: str, args: argparse.Namespace, workdir: Path, requests: Sequence[RequestSpec]
+) -> list[Result]:
     stack = Stack(workdir=workdir, backends=_fleet(), log_level="warning")
     try:
-        await stack.start(_config(stack, args, limited=arm != "none"), prometheus=True)
-        run = await run_load(stack.url, _requests(args), timeout_s=120)
+        flow = arm.startswith("flow")
+        config = _config(stack, args, limited=arm == "adaptive budgets", flow=flow)
+        await stack.start(config, prometheus=True)
+        run = await run_load(stack.url, list(requests), timeout_s=120)
         return run.results
     finally:
         await stack.close()
@@ -223,11 +239,13 @@ def _summary(
     results: Sequence[Result], requests: Sequence[RequestSpec], *, seconds: float, target: float
 ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for cls in MIX:
-        mine = [r for r, q in zip(results, requests, strict=True) if q.headers["x-priority"] == cls]
+    groups = [("x-priority", cls, cls) for cls in MIX]
+    groups += [(TENANT_HEADER, t, f"tenant {t}") for t in TENANTS]
+    for header, value, name in groups:
+        mine = [r for r, q in zip(results, requests, strict=True) if q.headers[header] == value]
         admitted = [r for r in mine if r.ok]
         ttfts = [r.ttft_s for r in admitted if r.ttft_s is not None]
-        out[cls] = {
+        out[name] = {
             "offered": len(mine),
             "admitted": len(admitted),
             "refused": sum(r.status in (429, 503) for r in mine),
@@ -254,22 +272,25 @@ def results_table(arms: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
                     p99,
                 ]
             )
-        total = sum(c["goodput_rps"] for c in classes.values())
+        total = sum(c["goodput_rps"] for cls, c in classes.items() if cls in MIX)
         rows.append([arm, "all", "", "", "", f"{total:.2f}", ""])
     header = ["arm", "class", "offered", "admitted", "refused", "goodput/s", "TTFT p99 s"]
     return markdown_table(header=header, rows=rows)
 
 
 async def _measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    requests = _requests(args)
+    everyone = _requests(args)
     arms: dict[str, Any] = {}
     for arm in args.arms:
-        where = workdir / arm.replace(" ", "-")
+        where = workdir / arm.replace(" ", "-").replace(",", "")
         where.mkdir()
+        requests = everyone
+        if arm == "flow, light alone":
+            requests = [r for r in everyone if r.headers[TENANT_HEADER] == "light"]
         if arm == "adaptive_concurrency":
             results = await _arm_adaptive_concurrency(args, where)
         else:
-            results = await _arm_stack(arm, args, where)
+            results = await _arm_stack(arm, args, where, requests)
         arms[arm] = _summary(results, requests, seconds=args.seconds, target=args.ttft_target)
         print(f"  {arm}: done", flush=True)
     return arms
@@ -277,34 +298,23 @@ async def _measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run each arm, print the table and the machine, write JSON and Markdown."""
-    parser = argparse.ArgumentParser(prog="python -m xds_lab.bench.overload", description=__doc__)
-    parser.add_argument(
-        "--capacity", type=float, default=10.0, help="fleet requests/s within the TTFT target"
-    )
+    parser = entry.parser("overload", __doc__, out=entry.DOCS_BENCH, capacity=10.0, seconds=30.0)
     parser.add_argument("--factor", type=float, default=2.0, help="offered = factor x capacity")
-    parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--ttft-target", type=float, default=2.0)
-    parser.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
-    parser.add_argument("--out", type=Path, default=Path("docs/bench"))
-    args = parser.parse_args(argv)
-    configure_logging(level="warning")
-    machine = machine_info(envoy_bin=find_envoy())
+    parser.add_argument(
+        "--arms", type=lambda s: s.split(";"), default=list(ARMS), help="';'-separated"
+    )
+    run = entry.start(parser, argv)
+    args = run.args
     with tempfile.TemporaryDirectory(prefix="bench-overload-") as tmp:
         arms = asyncio.run(_measure(args, Path(tmp)))
-    given = sys.argv[1:] if argv is None else list(argv)
-    command = " ".join(["python -m xds_lab.bench.overload", *given])
-    lines = [
-        "# Overload: measured",
-        "",
-        f"`{command}`: {args.factor:g} x {args.capacity:g} requests/s for {args.seconds:g} s, "
-        f"mix {MIX}, TTFT target {args.ttft_target:g} s.",
-        "",
-        results_table(arms),
-        "",
-        *(f"- {key}: {value}" for key, value in machine.items()),
-    ]
-    report = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine}
-    write_report(out=args.out, name="overload", lines=lines, summary={**report, "arms": arms})
+    run.finish(
+        title="Overload: measured",
+        what=f"{args.factor:g} x {args.capacity:g} requests/s for {args.seconds:g} s, "
+        f"mix {MIX}, tenants {TENANTS}, TTFT target {args.ttft_target:g} s.",
+        body=[results_table(arms)],
+        summary={"arms": arms},
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ weights sends one group to one server); and every Envoy counter on the failure p
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import re
@@ -30,6 +29,7 @@ from typing import Any
 
 import aiohttp
 
+from xds_lab.bench import entry
 from xds_lab.bench.point import load_spec
 from xds_lab.bench.policies import POLICIES
 from xds_lab.bench.scenario import load_scenario
@@ -186,16 +186,12 @@ def _summary(index: int, result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run ``--runs`` times; print each result as JSON, then one line per run."""
-    parser = argparse.ArgumentParser(prog="python -m xds_lab.bench.picker_failover")
+    parser = entry.parser("picker_failover", __doc__, load=0.8, capacity=6.31, seconds=60.0, runs=1)
     parser.add_argument("--scenario", default="prefix-heavy")
-    parser.add_argument("--load", type=float, default=0.8)
-    parser.add_argument("--capacity", type=float, default=6.31, help="req/s of the fleet")
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--envoy-debug", action="store_true")
-    parser.add_argument("--out", type=Path, help="also write failover-<run>.json here")
-    args = parser.parse_args(argv)
-    lines = []
+    run = entry.start(parser, argv)
+    args = run.args
+    lines, results = [], []
     for index in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory(prefix="bench-picker-failover-") as tmp:
             result = asyncio.run(
@@ -209,12 +205,19 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             )
         print(json.dumps(result, indent=1), flush=True)
-        if args.out is not None:
+        if args.out is not None:  # each run as it ends: a later run may not
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"failover-{index}.json").write_text(json.dumps(result, indent=1) + "\n")
         lines.append(_summary(index, result))
         print(lines[-1], flush=True)
-    print("\n".join(lines))
+        results.append(result)
+    run.finish(
+        title="Picker failover: measured",
+        what=f"{args.scenario} at {args.load:g} x {args.capacity:g} req/s, {args.seconds:g} s "
+        "of arrivals, the control plane killed halfway.",
+        body=lines,
+        summary={"runs": results},
+    )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
-from xds_lab.harness.pool_config import one_pool_config
+from xds_lab.harness.pool_config import POOL, one_pool_config
 
 __all__ = ["DEFAULT_POLICIES", "POLICIES", "Policy", "control_plane_config"]
 
@@ -105,10 +105,17 @@ def control_plane_config(
     batch_slots: Mapping[str, int],
     listener_port: int,
     picker_address: str | None = None,
+    engines: Mapping[str, str] | None = None,
+    signals: Mapping[str, Any] | None = None,
+    streamed_route: bool = False,
 ) -> dict[str, Any]:
     """One vLLM pool over the servers of ``batch_slots`` (address -> the server's
     ``max_num_seqs``) behind one listener, balanced by ``policy``; a ``picker`` policy serves
-    its picker at ``picker_address`` (required then), with the picker's defaults.
+    its picker at ``picker_address`` (required then), with the picker's defaults. ``engines``
+    (address -> engine) sets the ``engine`` of each endpoint that is not vLLM, the pool's.
+    ``signals`` (a scenario's) replaces sections of the engine-weighted policies' ``signals``.
+    ``streamed_route`` puts the classifier on the listener and a route for streamed requests
+    before the catch-all one, both with their default retries.
 
     Engine weights turn on the direct-scrape fast path only; ``pools[].weights`` is left out
     on purpose, so every scenario runs the engine's defaults. Batch slots are listed per
@@ -124,12 +131,22 @@ def control_plane_config(
         if picker_address is None:
             raise ValueError(f"policy {policy.name!r} needs a picker_address")
         pool["picker"] = {"address": picker_address}
-    return one_pool_config(
-        endpoints=[
-            {"address": a, "batch_slots": slots} if policy.batch_slots else {"address": a}
-            for a, slots in batch_slots.items()
-        ],
+    endpoints: list[dict[str, Any]] = [
+        {"address": a, "batch_slots": slots} if policy.batch_slots else {"address": a}
+        for a, slots in batch_slots.items()
+    ]
+    for endpoint in endpoints:
+        engine = (engines or {}).get(endpoint["address"], "vllm")
+        if engine != "vllm":
+            endpoint["engine"] = engine
+    config = one_pool_config(
+        endpoints=endpoints,
         listener_port=listener_port,
         pool=pool,
-        signals={"scrape": {"enabled": True}} if policy.engine_weights else None,
+        signals={"scrape": {"enabled": True}, **(signals or {})} if policy.engine_weights else None,
     )
+    if streamed_route:
+        listener = config["listeners"][0]
+        listener["classify"] = {}
+        listener["routes"].insert(0, {"name": "streamed", "pool": POOL, "match": {"stream": True}})
+    return config

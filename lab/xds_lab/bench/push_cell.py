@@ -15,10 +15,10 @@ import yaml
 
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import Config, parse_config
-from xds_control.control import reconcile_once
-from xds_control.control.reconcile import EndpointWeight
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import Endpoint, to_endpoints
 from xds_control.server import StreamRegistry, TypeState, XdsServer, XdsStream
+from xds_control.xds import EndpointWeight
 from xds_control.xds import type_urls as urls
 from xds_lab.harness.envoy import EnvoyProcess
 from xds_lab.harness.errors import HarnessError
@@ -166,7 +166,9 @@ async def _change_weights(
         run.weights[endpoint.address] = EndpointWeight(new)
         run.changed.append(endpoint.address)
         started = time.perf_counter()
-        snapshot = reconcile_once(config=config, endpoints=endpoints, weights=run.weights)
+        snapshot = reconcile_once(
+            ReconcileInputs(config=config, endpoints=endpoints, weights=run.weights)
+        )
         built = time.perf_counter()
         waiter.expect(version=snapshot.resource_set(urls.ENDPOINT).version, nodes=nodes)
         t0 = time.perf_counter()
@@ -188,7 +190,7 @@ async def measure_push_latency(
     by_pool = {POOL: to_endpoints(config.pool(POOL).endpoints)}
     cache, registry, waiter = MemorySnapshotCache(), StreamRegistry(), AckWaiter()
     registry.add_ack_listener(waiter.on_ack)
-    initial = reconcile_once(config=config, endpoints=by_pool, weights={})
+    initial = reconcile_once(ReconcileInputs(config=config, endpoints=by_pool))
     cache.set_snapshot(DEFAULT_GROUP, initial)
     server = XdsServer(cache=cache, registry=registry, address="127.0.0.1:0")
     fleet = [

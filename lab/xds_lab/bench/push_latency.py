@@ -5,24 +5,23 @@ one weight change: from just before ``cache.set_snapshot`` to the moment the las
 of the new EDS version reaches the server (heard through ``StreamRegistry``'s ACK listener, so
 nothing polls). Building and serialising the snapshot (``reconcile_once``) is timed apart.
 
-    python -m xds_lab.bench.push_latency --envoys 1,10 --endpoints 100,1000 --changes 100
+    python -m xds_lab.bench.push_latency --envoys 1,10 --endpoints 100,1000 --changes 100 \
+        [--out docs/bench]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from xds_control.log import configure_logging
+from xds_lab.bench import entry
 from xds_lab.bench.push_cell import CellResult, measure_push_latency
-from xds_lab.bench.tables import machine_info, markdown_table, write_cdf
-from xds_lab.harness.envoy import find_envoy
+from xds_lab.bench.tables import markdown_table, write_cdf
 from xds_lab.loadgen import percentile
 
 __all__ = ["main", "results_table"]
@@ -59,7 +58,7 @@ def results_table(results: Sequence[CellResult]) -> str:
     return markdown_table(header=header, rows=rows)
 
 
-def _json_report(results: Sequence[CellResult], machine: Mapping[str, str]) -> dict[str, Any]:
+def _cells(results: Sequence[CellResult]) -> list[dict[str, Any]]:
     cells = []
     for r in results:
         cell = asdict(r)
@@ -71,17 +70,15 @@ def _json_report(results: Sequence[CellResult], machine: Mapping[str, str]) -> d
                 "max": max(samples) * 1000,
             }
         cells.append(cell)
-    return {"benchmark": "push_latency", "machine": dict(machine), "cells": cells}
+    return cells
 
 
 def _ints(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
 
 
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m xds_lab.bench.push_latency", description=__doc__
-    )
+def _parser() -> argparse.ArgumentParser:
+    parser = entry.parser("push_latency", __doc__)
     parser.add_argument("--changes", type=int, default=200, help="weight changes per cell")
     parser.add_argument("--envoys", type=_ints, default=[1, 10], help="e.g. 1,10")
     parser.add_argument("--endpoints", type=_ints, default=[100, 1000], help="e.g. 100,1000")
@@ -91,9 +88,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="maglev",
         help="the pool's policy (Envoy rebuilds a MAGLEV table on every change)",
     )
-    parser.add_argument("--json", type=Path, default=None, help="write results here")
-    parser.add_argument("--plot", type=Path, default=None, help="write a latency CDF PNG here")
-    return parser.parse_args(argv)
+    return parser
 
 
 async def _run(args: argparse.Namespace) -> list[CellResult]:
@@ -115,26 +110,26 @@ async def _run(args: argparse.Namespace) -> list[CellResult]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run every cell, print the table and the machine; write JSON and a plot if asked."""
-    args = _parse_args(argv)
-    configure_logging(level="warning")  # a log line per snapshot would be timed too
-    machine = machine_info(envoy_bin=find_envoy())
-    results = asyncio.run(_run(args))
-    print()
-    print(results_table(results))
-    print()
-    print("\n".join(f"- {key}: {value}" for key, value in machine.items()))
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(_json_report(results, machine), indent=2))
-    if args.plot is not None:
-        series = {_cell_name(r): r.ack_s for r in results}
+    """Run every cell, print the table and the machine; under ``--out``, write them, the
+    samples as JSON and a latency CDF."""
+    run = entry.start(_parser(), argv)
+    results = asyncio.run(_run(run.args))
+
+    def plot(path: Path) -> None:
         write_cdf(
-            series,
-            path=args.plot,
+            {_cell_name(r): r.ack_s for r in results},
+            path=path,
             xlabel="weight change -> last Envoy's ACK (ms)",
             title="xds-control push latency",
         )
+
+    run.finish(
+        title="Push latency: measured",
+        what=f"{run.args.changes} weight changes per cell, {run.args.lb}.",
+        body=[results_table(results)],
+        summary={"cells": _cells(results)},
+        plot=plot,
+    )
     if not all(r.applied for r in results):
         raise SystemExit("an Envoy ACKed but does not run the final weights: see the table")
 

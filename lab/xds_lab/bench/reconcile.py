@@ -8,11 +8,12 @@ measurement in fresh fleets and reports the run with the best median (the least 
 
 from __future__ import annotations
 
-import argparse
+import asyncio
 import gc
 import random
 import statistics
 import time
+from collections.abc import Sequence
 
 import aiohttp
 
@@ -20,6 +21,8 @@ from xds_control.config import Engine, Pool, SignalsConfig
 from xds_control.discovery import Endpoint
 from xds_control.engine import WeightDecision, compute_weights
 from xds_control.signals import PrometheusSource, Sample, Signal, targets_for_pool
+from xds_lab.bench import entry
+from xds_lab.bench.tables import markdown_table
 
 NOW = 1_700_000_000.0
 
@@ -86,7 +89,7 @@ def time_reconcile(n: int, cycles: int, *, gc_paused: bool) -> tuple[float, floa
 async def query_count(n: int) -> int:
     """PromQL queries one PrometheusSource.fetch sends for n endpoints of one vLLM pool."""
     pool = Pool(name="bench", engine=Engine.VLLM)
-    targets = targets_for_pool(pool, (e.address for e in fleet(n)))
+    targets = targets_for_pool(pool, fleet(n))
     async with aiohttp.ClientSession() as client:
         config = SignalsConfig(prometheus_url="http://127.0.0.1:9090")
         return len(PrometheusSource(client=client, config=config).plan(targets))
@@ -95,13 +98,9 @@ async def query_count(n: int) -> int:
 CYCLES = {10: 200, 1_000: 50, 10_000: 20}
 
 
-def main(argv: list[str] | None = None) -> None:
-    import asyncio
-
-    parser = argparse.ArgumentParser(description="Time one reconcile of the weight engine.")
-    parser.add_argument(
-        "--runs", type=int, default=1, help="runs per row; the best median is reported"
-    )
+def main(argv: Sequence[str] | None = None) -> None:
+    """Time each size with the collector on and paused, count the queries; print the tables."""
+    parser = entry.parser("reconcile", __doc__, runs=1)
     parser.add_argument(
         "--sizes",
         type=int,
@@ -109,23 +108,34 @@ def main(argv: list[str] | None = None) -> None:
         default=sorted(CYCLES),
         help="numbers of endpoints (default: 10 1000 10000)",
     )
-    args = parser.parse_args(argv)
-    print("compute_weights, steady state (previous decisions given), fresh random samples")
-    print(f"{'endpoints':>10} {'gc':>7} {'median ms':>10} {'p95 ms':>8} {'max ms':>8}  target")
-    for n in args.sizes:
+    run = entry.start(parser, argv, envoy=False)
+    rows = []
+    for n in run.args.sizes:
         for paused in (False, True):
             runs = [
-                time_reconcile(n, CYCLES.get(n, 20), gc_paused=paused) for _ in range(args.runs)
+                time_reconcile(n, CYCLES.get(n, 20), gc_paused=paused) for _ in range(run.args.runs)
             ]
-            median, p95, worst = min(runs)
+            median, p95, worst = min(runs)  # the least disturbed run
             target = "<= 50 ms" if n == 10_000 else ""
             gc_mode = "paused" if paused else "on"
-            print(f"{n:>10} {gc_mode:>7} {median:>10.2f} {p95:>8.2f} {worst:>8.2f}  {target}")
-    print()
-    print("PromQL queries per cycle (one vLLM pool, DCGM on)")
-    print(f"{'endpoints':>10} {'queries':>8}")
-    for n in (10, 10_000):
-        print(f"{n:>10} {asyncio.run(query_count(n)):>8}")
+            rows.append([n, gc_mode, f"{median:.2f}", f"{p95:.2f}", f"{worst:.2f}", target])
+    queries = [[n, asyncio.run(query_count(n))] for n in (10, 10_000)]
+    run.finish(
+        title="Reconcile: measured",
+        what=f"best of {run.args.runs} run(s) per row.",
+        body=[
+            "compute_weights, steady state (previous decisions given), fresh random samples",
+            "",
+            markdown_table(
+                header=["endpoints", "gc", "median ms", "p95 ms", "max ms", "target"], rows=rows
+            ),
+            "",
+            "PromQL queries per cycle (one vLLM pool, DCGM on)",
+            "",
+            markdown_table(header=["endpoints", "queries"], rows=queries),
+        ],
+        summary={"compute_weights": rows, "queries": queries},
+    )
 
 
 if __name__ == "__main__":

@@ -56,6 +56,18 @@ async def _picker_snapshot(stack: BenchStack) -> picker_stats.PickerSnapshot:
     )
 
 
+RETRY_STATS = ("upstream_rq_retry", "upstream_rq_per_try_idle_timeout")
+"""Envoy's counters of what the routes' retry policies did, summed over the clusters."""
+
+
+async def _retry_counts(stack: BenchStack) -> dict[str, int]:
+    stats = await stack.envoy.stats()
+    return {
+        key: sum(v for n, v in stats.items() if n.startswith("cluster.") and n.endswith(f".{key}"))
+        for key in RETRY_STATS
+    }
+
+
 async def _policy_points(
     stack: BenchStack, *, scenario: Scenario, policy: Policy, cap: float, rigor: Rigor
 ) -> list[dict[str, Any]]:
@@ -70,6 +82,7 @@ async def _policy_points(
             rate = cap * load / ts
             picker = policy.via == "picker"
             before = await _picker_snapshot(stack) if picker else None
+            retried = await _retry_counts(stack) if policy.through_envoy else None
             # Same seed per (load level, k): every policy sees the same arrivals.
             result = await run_point(
                 stack,
@@ -83,6 +96,9 @@ async def _policy_points(
             )
             if before is not None:
                 result["picker"] = picker_stats.delta(before, await _picker_snapshot(stack))
+            if retried is not None:
+                after = await _retry_counts(stack)
+                result["envoy_retries"] = {k: after[k] - retried[k] for k in RETRY_STATS}
             result.update(
                 {
                     "policy": policy.name,
@@ -105,6 +121,7 @@ async def _policy_points(
                 goodput=round(result["goodput_rps"], 2),
                 hit=round(result["prefix_hit_ratio"], 3),
                 lag_flag=result["lag_flag"],
+                retries=result.get("envoy_retries"),
             )
             await stack.backends.wait_idle(timeout=scenario.request_timeout_s * ts)
     return points

@@ -98,6 +98,19 @@ class Scenario(_Model):
     )
     policies: tuple[str, ...] = Field(DEFAULT_POLICIES, min_length=1)
     events: tuple[Event, ...] = ()
+    signals: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The control plane's `signals` for the engine-weighted policies, over the "
+        "bench's own (the direct scrape on): e.g. `{data_path: {enabled: true}}`, or "
+        "`{scrape: {enabled: false}}` for servers with no metrics.",
+    )
+
+    streamed_route: bool = Field(
+        False,
+        description="Read bodies in Envoy (`classify`) and give streamed requests a route of "
+        "their own (`match: {stream: true}`), so the defaults of such a route apply to them "
+        "(its per-try idle timeout); the classifier's own cost counts in every latency.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

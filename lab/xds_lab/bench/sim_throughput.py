@@ -15,18 +15,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiohttp
-import structlog
-from rich.console import Console
-from rich.table import Table
 
+from xds_lab.bench import entry
+from xds_lab.bench.tables import markdown_table
 from xds_lab.loadgen import LoadSpec, build_requests, percentile, run_load
 
 __all__ = ["main"]
@@ -129,29 +128,30 @@ async def _main(rates: list[float], args: argparse.Namespace) -> list[dict[str, 
             await proc.wait()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Run the benchmark and print its table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser = entry.parser("sim_throughput", __doc__, seconds=8.0)
     parser.add_argument("--rates", default="100,200,400,600", help="Offered req/s, comma list.")
     parser.add_argument("--profile", default="vllm-h100", help="One profile for 16, or 'mixed'.")
     parser.add_argument("--time-scale", type=float, default=1.0, help="Simulated time factor.")
     parser.add_argument("--input-mean", type=float, default=128, help="Mean prompt tokens.")
     parser.add_argument("--output-mean", type=int, default=16, help="Mean output tokens.")
-    parser.add_argument("--seconds", type=float, default=8.0, help="Length of each step.")
     parser.add_argument("--stream", type=float, default=0.0, help="Share of streamed requests.")
-    args = parser.parse_args(argv)
+    run = entry.start(parser, argv, envoy=False)
+    args = run.args
     rates = [float(r) for r in args.rates.split(",")]
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     rows = asyncio.run(_main(rates, args))
-    table = Table(
-        title=f"sim throughput: 16 x {args.profile} in one process, prompt ~{args.input_mean:.0f}"
-        f" / output ~{args.output_mean} tokens, stream share {args.stream}"
+    table = markdown_table(
+        header=list(rows[0]),
+        rows=[[f"{v:.0f}" if abs(v) >= 10 else f"{v:.2f}" for v in row.values()] for row in rows],
     )
-    for key in rows[0]:
-        table.add_column(key, justify="right")
-    for row in rows:
-        table.add_row(*(f"{v:.0f}" if abs(v) >= 10 else f"{v:.2f}" for v in row.values()))
-    Console(width=160).print(table)
+    run.finish(
+        title="Simulator throughput: measured",
+        what=f"16 x {args.profile} in one process, prompt ~{args.input_mean:.0f} / output "
+        f"~{args.output_mean} tokens, stream share {args.stream}, {args.seconds:g} s per step.",
+        body=[table],
+        summary={"steps": rows},
+    )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from xds_lab.bench.policies import Policy, control_plane_config
 from xds_lab.bench.scenario import Scenario
 from xds_lab.harness.stack import Stack
 from xds_lab.sim.fleet import ServerSpec
-from xds_lab.sim.profiles import get_profile
+from xds_lab.sim.profiles import get_profile, read_as
 
 __all__ = ["BenchStack", "bench_stack", "eds_responses", "use_policy", "write_policy_config"]
 
@@ -37,16 +37,21 @@ def bench_stack(scenario: Scenario, *, workdir: Path) -> BenchStack:
 def write_policy_config(
     stack: BenchStack, *, scenario: Scenario, policy: Policy, added: frozenset[str] = frozenset()
 ) -> None:
-    """The pool of the scenario's servers (late ones once ``added``) balanced by ``policy``;
-    a running control plane polls its file, so this also adds late servers."""
+    """The pool of the scenario's servers (late ones once ``added``) balanced by ``policy``,
+    each endpoint read as the engine whose metric names its server exports (``read_as``); a
+    running control plane polls its file, so this also adds late servers."""
     profiles = {s.name: get_profile(s.profile, **s.overrides) for s in scenario.fleet}
     servers = scenario.pool_servers(added=added)
+    addresses = stack.backends.addresses
     stack.write_config(
         control_plane_config(
             policy=policy,
-            batch_slots={stack.backends.addresses[s]: profiles[s].max_num_seqs for s in servers},
+            batch_slots={addresses[s]: profiles[s].max_num_seqs for s in servers},
             listener_port=stack.listener_port,
             picker_address=stack.control_plane.picker_address,
+            engines={addresses[s]: read_as(profiles[s]) for s in servers},
+            signals=scenario.signals,
+            streamed_route=scenario.streamed_route,
         )
     )
 

@@ -63,20 +63,23 @@ class EnvoyProcess:
         ads: AdsVariant = "sotw",
         xds_pipe: str | None = None,
         tls: XdsTls | None = None,
+        admin_port: int | None = None,
+        bootstrap: dict[str, Any] | None = None,
     ) -> None:
         self.node_id = node_id
-        self.admin_port = free_port()
+        self.admin_port = admin_port or free_port()
         self.workdir = workdir
-        bootstrap = build_bootstrap(
-            node_id=node_id,
-            node_cluster=node_cluster,
-            xds_host="127.0.0.1",
-            xds_port=xds_port,
-            admin_port=self.admin_port,
-            ads=ads,
-            xds_pipe=xds_pipe,
-            tls=tls,
-        )
+        if bootstrap is None:  # else one of its own: an Envoy configured without xDS
+            bootstrap = build_bootstrap(
+                node_id=node_id,
+                node_cluster=node_cluster,
+                xds_host="127.0.0.1",
+                xds_port=xds_port,
+                admin_port=self.admin_port,
+                ads=ads,
+                xds_pipe=xds_pipe,
+                tls=tls,
+            )
         workdir.mkdir(parents=True, exist_ok=True)
         self.bootstrap_path = workdir / f"bootstrap-{node_id}.json"
         self.bootstrap_path.write_text(json.dumps(bootstrap, indent=2))

@@ -35,7 +35,7 @@ from xds_lab.sim.scheduler import (
     ServerRestartedError,
 )
 from xds_lab.sim.stats import EngineStats
-from xds_lab.sim.tokens import block_hashes
+from xds_lab.sim.tokens import block_hashes, token_ids
 
 __all__ = ["JSON_ERRORS", "Completions"]
 
@@ -96,6 +96,7 @@ class Completions:
             arrival=loop.time(),
             first_token=loop.create_future(),
             done=loop.create_future(),
+            token_ids=token_ids(parsed.tokens) if self.scheduler.kv_events else [],
         )
         try:
             self.scheduler.submit(seq)

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from xds_control.config.load import load_model
 from xds_lab.sim.control import control_app
+from xds_lab.sim.kv_publisher import KvEventsSpec
 from xds_lab.sim.profiles import Profile, get_profile
 from xds_lab.sim.server import SimServer
 
@@ -45,6 +46,9 @@ class ServerSpec(BaseModel):
     profile: str = Field(description="A profile name such as vllm-h100 (see profiles.py).")
     port: int = Field(0, ge=0, le=65535, description="0 lets the OS choose a free port.")
     overrides: dict[str, Any] = Field(default_factory=dict, description="Profile field values.")
+    kv_events: KvEventsSpec | None = Field(
+        None, description="Publish KV-cache events as vLLM does; off unless given."
+    )
 
 
 class GroupSpec(BaseModel):
@@ -58,6 +62,9 @@ class GroupSpec(BaseModel):
     port_start: int | None = Field(None, ge=1, le=65535)
     name_prefix: str | None = Field(None, description="Defaults to the profile name.")
     overrides: dict[str, Any] = Field(default_factory=dict)
+    kv_events: KvEventsSpec | None = Field(
+        None, description="Every server of the group publishes (ports: free ones, or port + i)."
+    )
 
     def expand(self) -> list[ServerSpec]:
         """The servers this group stands for."""
@@ -74,9 +81,22 @@ class GroupSpec(BaseModel):
                 profile=self.profile,
                 port=0 if start is None else start + i,
                 overrides=self.overrides,
+                kv_events=self._kv_events(i),
             )
             for i in range(self.count)
         ]
+
+    def _kv_events(self, i: int) -> KvEventsSpec | None:
+        spec = self.kv_events
+        if spec is None:
+            return None
+        replay = spec.replay_port
+        return spec.model_copy(
+            update={
+                "port": spec.port + i if spec.port else 0,
+                "replay_port": replay + i if replay else replay,
+            }
+        )
 
 
 class FleetSpec(BaseModel):
@@ -135,6 +155,7 @@ class Fleet:
                 host=spec.host,
                 port=s.port,
                 seed=spec.seed,
+                kv_events=s.kv_events,
             )
             for s in spec.all_servers()
         }

@@ -4,6 +4,10 @@ Blocks hold 16 tokens. Full prompt blocks are keyed by their chain hash, so a la
 the same prefix finds them. A block is *in use* while a running request references it; when the
 last reference goes, the block stays cached (evictable) until capacity is needed, oldest first.
 Usage, as vLLM reports it, is the fraction of blocks in use.
+
+With ``events`` on, the cache records what vLLM's KV events report (``kv_layouts.SimKvEvent``):
+each run of blocks newly stored (hashes, the parent's hash, their token ids), each eviction and
+each clear; the scheduler hands them to the publisher once per step (``take_events``).
 """
 
 from __future__ import annotations
@@ -11,8 +15,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["Allocation", "KvCache"]
+
+_U64 = (1 << 64) - 1
+"""vLLM's int block hashes are the low 64 bits of the digest, unsigned."""
 
 
 @dataclass(slots=True)
@@ -27,11 +35,14 @@ class Allocation:
 class KvCache:
     """Fixed-capacity block pool; not thread-safe (one event loop owns it)."""
 
-    def __init__(self, capacity_blocks: int, *, prefix_caching: bool = True) -> None:
+    def __init__(
+        self, capacity_blocks: int, *, prefix_caching: bool = True, events: bool = False
+    ) -> None:
         if capacity_blocks <= 0:
             raise ValueError("capacity_blocks must be positive")
         self.capacity = capacity_blocks
         self.prefix_caching = prefix_caching
+        self.events: list[tuple[Any, ...]] | None = [] if events and prefix_caching else None
         self._refs: dict[int, int] = {}
         self._evictable: OrderedDict[int, None] = OrderedDict()
         self._private = 0
@@ -62,8 +73,21 @@ class KvCache:
             hit += 1
         return hit
 
+    def take_events(self) -> list[tuple[Any, ...]]:
+        """The events recorded since the last call (none when events are off)."""
+        if not self.events:
+            return []
+        out, self.events = self.events, []
+        return out
+
     def allocate(
-        self, hashes: Sequence[int], *, total_blocks: int, max_hit_blocks: int
+        self,
+        hashes: Sequence[int],
+        *,
+        total_blocks: int,
+        max_hit_blocks: int,
+        token_ids: Sequence[int] = (),
+        block_size: int = 16,
     ) -> Allocation | None:
         """Reserve ``total_blocks`` for a request whose full prompt blocks are ``hashes``.
 
@@ -84,14 +108,24 @@ class KvCache:
         for h in shared:
             self._evictable.pop(h, None)
             self._refs[h] = self._refs.get(h, 0) + 1
-        for _ in range(max(0, needed - free)):
-            self._evictable.popitem(last=False)
+        evicted = [self._evictable.popitem(last=False)[0] for _ in range(max(0, needed - free))]
+        if evicted and self.events is not None:
+            self.events.append(("removed", [h & _U64 for h in evicted]))
         taken: list[int] = []
-        for h in fresh_hashed:
+        stored: list[int] = []
+        for i, h in enumerate(fresh_hashed, start=hit):
             # A block past the reuse cap may still be cached, or repeat within one prompt: share.
-            self._evictable.pop(h, None)
+            present = self._evictable.pop(h, 0) is None or h in self._refs
             self._refs[h] = self._refs.get(h, 0) + 1
             taken.append(h)
+            if self.events is not None and token_ids:
+                if present:
+                    self._record_stored(stored, hashes, token_ids, block_size)
+                    stored = []
+                else:
+                    stored.append(i)
+        if stored:
+            self._record_stored(stored, hashes, token_ids, block_size)
         self._private += private
         return Allocation(hashes=shared + taken, private_blocks=private, hit_blocks=hit)
 
@@ -111,3 +145,17 @@ class KvCache:
     def clear(self) -> None:
         """Drop every cached block (a restart with a cold cache); in-use blocks stay counted."""
         self._evictable.clear()
+        if self.events is not None:
+            self.events.append(("cleared",))
+
+    def _record_stored(
+        self, run: list[int], hashes: Sequence[int], token_ids: Sequence[int], block_size: int
+    ) -> None:
+        """One ``BlockStored`` for blocks ``run`` (consecutive indexes into ``hashes``)."""
+        if not run:
+            return
+        first, last = run[0], run[-1]
+        parent = hashes[first - 1] & _U64 if first else None
+        tokens = list(token_ids[first * block_size : (last + 1) * block_size])
+        assert self.events is not None
+        self.events.append(("stored", [hashes[i] & _U64 for i in run], parent, tokens))

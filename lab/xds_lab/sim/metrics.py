@@ -271,6 +271,8 @@ def _triton(out: Exposition, profile: Profile, stats: EngineStats, view: GaugeVi
         ("free", view.kv_capacity_blocks - view.kv_used_blocks),
         ("used", view.kv_used_blocks),
         ("tokens_per", 16),
+        # Recent TensorRT-LLM backends also export the used share, which the engine reads.
+        ("fraction", view.kv_used_blocks / max(1, view.kv_capacity_blocks)),
     ]
     out.metric(
         "nv_trt_llm_kv_cache_block_metrics",

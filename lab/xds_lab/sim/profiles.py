@@ -22,6 +22,7 @@ __all__ = [
     "GpuClass",
     "Profile",
     "get_profile",
+    "read_as",
 ]
 
 _MIB = 1024 * 1024
@@ -45,6 +46,11 @@ class GpuClass:
     weights_bytes: int
     prefill_factor: float
     decode_factor: float
+
+
+NO_METRICS = "none"
+"""A profile's ``metrics`` for a server with no metrics endpoint at all (``/metrics`` is 404),
+as a server behind a proxy or an engine that exports none: only the data path sees it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +180,17 @@ def get_profile(name: str, **overrides: object) -> Profile:
     if unknown:
         raise KeyError(f"unknown profile field(s) {', '.join(unknown)}")
     profile = dataclasses.replace(PROFILES[name], **overrides)  # type: ignore[arg-type]
+    if profile.metrics not in {*(e.metrics for e in ENGINES.values()), NO_METRICS}:
+        raise ValueError(f"unknown metrics {profile.metrics!r}")
     if not 0.0 <= profile.jitter <= 0.3:
         raise ValueError(f"jitter must be within [0, 0.3], got {profile.jitter}")
     return profile
+
+
+def read_as(profile: Profile) -> str:
+    """The engine a control plane reads this server as (the config's ``engine`` value): its own
+    when it exports its engine's names (ONNX Runtime's are Triton's), else the engine whose
+    names it exports (an ``overrides: {metrics: vllm}`` server is read as vLLM)."""
+    if profile.metrics == NO_METRICS or ENGINES[profile.engine].metrics == profile.metrics:
+        return profile.engine
+    return profile.metrics

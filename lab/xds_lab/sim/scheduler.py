@@ -18,7 +18,9 @@ import itertools
 import math
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from xds_lab.sim.faults import FaultState
 from xds_lab.sim.kv_cache import Allocation, KvCache
@@ -58,6 +60,8 @@ class SeqState:
     first_step: int = -1
     allocation: Allocation | None = None
     finished: bool = False
+    token_ids: list[int] = field(default_factory=list)
+    """The prompt's token ids, when the server publishes KV events (they carry them)."""
 
 
 class Scheduler:
@@ -70,7 +74,9 @@ class Scheduler:
         self.faults = faults
         self.stats = stats
         self.rng = rng
-        self.kv = KvCache(profile.kv_blocks, prefix_caching=profile.prefix_caching)
+        self.kv_events: Callable[[list[tuple[Any, ...]]], None] | None = None
+        """Where each step's KV events go (the server's publisher); ``None``: not recorded."""
+        self.kv = self._new_cache()
         self.waiting: deque[SeqState] = deque()
         self.running: set[SeqState] = set()
         self.step = 0
@@ -124,7 +130,20 @@ class Scheduler:
         self.running.clear()
         self.waiting.clear()
         self._finishing.clear()
-        self.kv = KvCache(self.profile.kv_blocks, prefix_caching=self.profile.prefix_caching)
+        self.kv = self._new_cache()
+
+    def publish_kv_events(self, sink: Callable[[list[tuple[Any, ...]]], None]) -> None:
+        """Record KV events from now on (a cold cache: a server starts publishing at start)."""
+        self.kv_events = sink
+        self.kv = self._new_cache()
+
+    def _new_cache(self) -> KvCache:
+        profile = self.profile
+        return KvCache(
+            profile.kv_blocks,
+            prefix_caching=profile.prefix_caching,
+            events=self.kv_events is not None,
+        )
 
     async def run(self) -> None:
         """The engine loop; runs until cancelled."""
@@ -136,6 +155,8 @@ class Scheduler:
                 await self._wakeup.wait()
                 continue
             admitted, uncached = self._admit(loop.time())
+            if self.kv_events is not None and (events := self.kv.take_events()):
+                self.kv_events(events)
             decoding = len(self.running) - len(admitted)
             if not admitted and not decoding:
                 # Only aborted work is left; yield instead of spinning on zero-length steps.
@@ -163,6 +184,8 @@ class Scheduler:
             allocation = self.kv.allocate(
                 seq.block_hashes,
                 total_blocks=_blocks(seq.prompt_tokens + seq.max_tokens),
+                token_ids=seq.token_ids,
+                block_size=BLOCK_SIZE,
                 max_hit_blocks=max_hit,
             )
             if allocation is None:

@@ -21,11 +21,13 @@ from pydantic import ValidationError
 from xds_control.tasks import guarded_task
 from xds_lab.sim.completions import JSON_ERRORS, Completions
 from xds_lab.sim.faults import FaultState, FaultUpdate
+from xds_lab.sim.kv_publisher import KvEventsSpec, KvPublisher
 from xds_lab.sim.metrics import GaugeView, render_metrics
 from xds_lab.sim.openai_api import error_body
-from xds_lab.sim.profiles import Profile
+from xds_lab.sim.profiles import NO_METRICS, Profile
 from xds_lab.sim.scheduler import Scheduler
 from xds_lab.sim.stats import EngineStats
+from xds_lab.sim.tokens import BLOCK_SIZE
 
 __all__ = ["SERVER_HEADER", "SimServer"]
 
@@ -36,7 +38,14 @@ class SimServer:
     """A simulated server listening on ``host:port`` (port 0 picks a free one at start)."""
 
     def __init__(
-        self, *, name: str, profile: Profile, host: str = "127.0.0.1", port: int = 0, seed: int = 0
+        self,
+        *,
+        name: str,
+        profile: Profile,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        seed: int = 0,
+        kv_events: KvEventsSpec | None = None,
     ) -> None:
         self.name = name
         self.profile = profile
@@ -55,6 +64,13 @@ class SimServer:
             faults=self.faults,
             rng=self._rng,
         )
+        self.kv_publisher: KvPublisher | None = None
+        """Its KV-event publisher (``kv_events`` given and the profile caches prefixes)."""
+        if kv_events is not None and profile.prefix_caching:
+            self.kv_publisher = KvPublisher(
+                name=name, host=host, spec=kv_events, block_size=BLOCK_SIZE
+            )
+            self.scheduler.publish_kv_events(self.kv_publisher.publish)
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._engine: asyncio.Task[Any] | None = None
@@ -74,7 +90,8 @@ class SimServer:
         app.router.add_post("/v1/chat/completions", self._completions.chat_completions)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
-        app.router.add_get("/metrics", self._metrics)
+        if self.profile.metrics != NO_METRICS:
+            app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/sim/faults", self._get_faults)
         app.router.add_post("/sim/faults", self._post_faults)
         app.router.add_delete("/sim/faults", self._delete_faults)
@@ -87,6 +104,8 @@ class SimServer:
             self.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
         )
         await self._runner.setup()
+        if self.kv_publisher is not None:
+            self.kv_publisher.start()
         await self._listen()
         self._engine = guarded_task(self.scheduler.run(), name=f"sim-engine-{self.name}")
         self._log.info("sim server started", url=self.url)
@@ -103,6 +122,8 @@ class SimServer:
             await self._runner.cleanup()
             self._runner = None
             self._site = None
+        if self.kv_publisher is not None:
+            await self.kv_publisher.stop()
 
     async def update_faults(self, update: FaultUpdate, *, keep: object = None) -> None:
         """Apply a fault change; ``keep`` is a connection to close gracefully, not reset."""
@@ -125,6 +146,8 @@ class SimServer:
         """Drop in-flight work, refuse for ``downtime`` s, come back cold with zeroed counters."""
         await self._unlisten(keep=keep)
         self.scheduler.restart()
+        if self.kv_publisher is not None:
+            self.kv_publisher.restart()
         fresh = EngineStats()
         for slot in EngineStats.__slots__:
             setattr(self.stats, slot, getattr(fresh, slot))

@@ -88,11 +88,11 @@ async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
         await xds.stop(0)
 
 
-async def streams(stub: admin_pb2_grpc.AdminStub) -> list[pb.Stream]:
+async def streams(stub: admin_pb2_grpc.AdminAsyncStub) -> list[pb.Stream]:
     return list((await stub.ListStreams(pb.ListStreamsRequest())).streams)
 
 
-async def until_cds(stub: admin_pb2_grpc.AdminStub, sync: str) -> pb.TypeStatus:
+async def until_cds(stub: admin_pb2_grpc.AdminAsyncStub, sync: str) -> pb.TypeStatus:
     for _ in range(500):
         found = await streams(stub)
         cds = [t for s in found for t in s.types if t.type == "CDS"]
@@ -102,7 +102,7 @@ async def until_cds(stub: admin_pb2_grpc.AdminStub, sync: str) -> pb.TypeStatus:
     raise AssertionError(f"CDS never became {sync}: {found}")
 
 
-async def cds_of(stub: admin_pb2_grpc.AdminStub, node_id: str, sync: str) -> pb.TypeStatus:
+async def cds_of(stub: admin_pb2_grpc.AdminAsyncStub, node_id: str, sync: str) -> pb.TypeStatus:
     found: list[pb.Stream] = []
     for _ in range(500):
         found = list((await stub.ListStreams(pb.ListStreamsRequest())).streams)
@@ -186,6 +186,7 @@ async def test_snapshot_and_weights(plane: Plane) -> None:
         assert unknown.value.code() is grpc.StatusCode.NOT_FOUND
         watch = stub.WatchWeights(pb.ListWeightsRequest())
         first = await watch.read()
+        assert isinstance(first, pb.ListWeightsResponse), first  # not the stream's end
         assert [p.pool for p in first.pools] == ["chat"]
         watch.cancel()
 

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from configs import CHAT_AND_BATCH
 from xds_control.admin import AdminServer
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import load_config
@@ -18,17 +19,7 @@ from xds_control.control import ControlLoop
 from xds_control.server import StreamRegistry
 from xds_lab.harness.ports import free_port
 
-CONFIG = """\
-pools:
-  - name: chat
-    endpoints: [{address: 127.0.0.1:8001, weight: 10}, {address: 127.0.0.1:8002, weight: 30}]
-  - name: batch
-    endpoints: [{address: 127.0.0.1:8003}]
-listeners:
-  - name: gateway
-    address: 127.0.0.1:10000
-    routes: [{name: chat, pool: chat, match: {prefix: /chat}}, {name: rest, pool: batch}]
-"""
+CONFIG = CHAT_AND_BATCH
 
 
 def write(path: Path, text: str) -> None:

@@ -18,9 +18,11 @@ from xds_control.admin.v1 import admin_pb2 as pb
 from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.cache import MemorySnapshotCache
 from xds_control.config import load_config
+from xds_control.config.flow import TokenBudget
 from xds_control.control import ControlLoop
-from xds_control.control.limiter import Limiter
-from xds_control.engine.budgets import Latency
+from xds_control.flow import Band
+from xds_control.flow.budgets import TokenBudgets
+from xds_control.limits import Latency, Limiter
 from xds_control.server import StreamRegistry
 from xds_lab.harness.ports import free_port
 
@@ -146,3 +148,51 @@ async def test_budgets_are_series_on_metrics(admin: AdminServer) -> None:
     assert value("xds_control_limit_adjustments_total", **lowered) >= 1
     # Not measured: no series rather than a made-up zero.
     assert not [k for k in samples if ("latency", "tpot") in k[1] and "pool" in dict(k[1])]
+
+
+async def test_output_token_budgets_show_each_tenant_window_over_grpc_and_http(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG, encoding="utf-8")
+    cache = MemorySnapshotCache()
+    loop = ControlLoop(config=load_config(path), config_path=path, cache=cache)
+    await loop.step()
+    budgets = TokenBudgets(clock=lambda: 130.0)  # 10 s into the window [120, 180)
+    rule = TokenBudget(tenant="*", output_tokens=1000, window_s=60)
+    for tenant, estimate in (("a", 256), ("a", 300), ("b", 40)):
+        budgets.charge(
+            pool="chat", budgets=[rule], tenant=tenant, band=Band.MEDIUM, estimate=estimate
+        )
+    server = AdminServer(
+        address=f"127.0.0.1:{free_port()}",
+        grpc_address=f"127.0.0.1:{free_port()}",
+        state=loop.state,
+        cache=cache,
+        registry=StreamRegistry(),
+        token_budgets=budgets.rows,
+    )
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+            got = await admin_pb2_grpc.AdminStub(channel).ListLimits(pb.ListLimitsRequest())
+        rows = [
+            (t.pool, t.budget, t.tenant, t.window_s, t.output_tokens, t.charged, t.left)
+            for t in got.token_budgets
+        ]
+        assert rows == [
+            ("chat", "*/all", "a", 60.0, 1000, 556, 444),
+            ("chat", "*/all", "b", 60.0, 1000, 40, 960),
+        ]
+        assert [t.renews_in_s for t in got.token_budgets] == [50.0, 50.0]
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{server.port}/v1/limits") as response,
+        ):
+            view = await response.json()
+        assert [(t["tenant"], t["charged"], t["left"]) for t in view["token_budgets"]] == [
+            ("a", 556, 444),
+            ("b", 40, 960),
+        ]
+    finally:
+        await server.stop()

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -19,26 +15,11 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from google.rpc import status_pb2
 
-from xds_control.admin import AdminServer
-from xds_control.cache import MemorySnapshotCache
-from xds_control.config import load_config
-from xds_control.control import ControlLoop, LoopState
-from xds_control.server import StreamRegistry, XdsServer
+from component.cli.xdsctl_plane import Plane, until, xdsctl
+from xds_control.server import StreamRegistry
 from xds_control.xds import type_urls as urls
 from xds_lab.harness.ports import free_port
 
-XDSCTL = Path(sys.executable).with_name("xdsctl")
-CONFIG = """\
-pools:
-  - name: chat
-    endpoints: [{address: 127.0.0.1:8001, weight: 10}, {address: 127.0.0.1:8002, weight: 30}]
-  - name: batch
-    endpoints: [{address: 127.0.0.1:8003}]
-listeners:
-  - name: gateway
-    address: 127.0.0.1:10000
-    routes: [{name: chat, pool: chat, match: {prefix: /chat}}, {name: rest, pool: batch}]
-"""
 SERVED = {
     "batch": [{"address": "127.0.0.1:8003", "weight": 10, "health": "HEALTHY"}],
     "chat": [
@@ -46,69 +27,6 @@ SERVED = {
         {"address": "127.0.0.1:8002", "weight": 30, "health": "HEALTHY"},
     ],
 }
-
-
-@dataclass
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-
-async def xdsctl(*args: str, admin: str | None, env: dict[str, str] | None = None) -> Result:
-    """Run the installed ``xdsctl`` without blocking the loop that serves the admin API."""
-    options = ["--admin", admin] if admin is not None else []
-    process = await asyncio.create_subprocess_exec(
-        str(XDSCTL),
-        *options,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
-    assert process.returncode is not None
-    return Result(process.returncode, stdout.decode(), stderr.decode())
-
-
-@dataclass
-class Plane:
-    admin: str
-    registry: StreamRegistry
-    ads_port: int
-    state: LoopState
-    cache: MemorySnapshotCache
-
-
-@pytest.fixture(name="plane")
-async def plane_fixture(tmp_path: Path) -> AsyncIterator[Plane]:
-    path = tmp_path / "config.yaml"
-    path.write_text(CONFIG, encoding="utf-8")
-    cache = MemorySnapshotCache()
-    registry = StreamRegistry()
-    loop = ControlLoop(config=load_config(path), config_path=path, cache=cache)
-    await loop.step()
-    xds = XdsServer(cache=cache, registry=registry, address="127.0.0.1:0")
-    await xds.start()
-    admin_port = free_port()
-    admin = AdminServer(
-        address=f"127.0.0.1:{admin_port}", state=loop.state, cache=cache, registry=registry
-    )
-    await admin.start()
-    try:
-        yield Plane(f"http://127.0.0.1:{admin_port}", registry, xds.port, loop.state, cache)
-    finally:
-        await admin.stop()
-        await xds.stop(0)
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait (up to 10 s) for the server to have handled what the client sent."""
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the ADS server did not take in the requests within 10 s")
 
 
 def type_states(registry: StreamRegistry) -> dict[str, dict[str, Any]]:

@@ -1,6 +1,6 @@
 """`xdsctl weights / explain / config / events / diff / validate` and the global options against a
 real control plane on loopback (ADS server, admin API, one Envoy-like ADS client), run as the
-installed command. The same plane as test_xdsctl_commands."""
+installed command. The same plane as test_xdsctl_commands (conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from aiohttp import web
 from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
-from test_xdsctl_commands import CONFIG, Plane, plane_fixture, until, xdsctl  # noqa: F401
 
+from component.cli.xdsctl_plane import CONFIG, Plane, until, xdsctl
 from xds_control.admin import AdminServer
 from xds_control.xds import type_urls as urls
 from xds_lab.harness.ports import free_port
@@ -102,7 +103,7 @@ async def test_config_events_and_status_of_a_connected_envoy(plane: Plane) -> No
         table = await xdsctl("events", admin=plane.admin)
         assert any(" ACK envoy-1 CDS " in line for line in table.stdout.splitlines())
     finally:
-        await channel.close()
+        await channel.close(grace=None)
 
 
 async def test_diff_against_a_config_dump(plane: Plane) -> None:
@@ -112,7 +113,7 @@ async def test_diff_against_a_config_dump(plane: Plane) -> None:
     by_type = {t["type"]: t["resources"] for t in json.loads(served)["types"]}
     assignments = json.loads(json.dumps(by_type["EDS"]))
     assignments[1]["endpoints"][0]["lbEndpoints"][1]["loadBalancingWeight"] = 99
-    dump = {
+    dump: dict[str, Any] = {  # Envoy's /config_dump JSON
         "configs": [
             {
                 "@type": "type.googleapis.com/envoy.admin.v3.ClustersConfigDump",
@@ -173,7 +174,7 @@ async def test_diff_against_a_config_dump(plane: Plane) -> None:
         assert "in sync" in same.stdout
     finally:
         await runner.cleanup()
-        await channel.close()
+        await channel.close(grace=None)
 
 
 async def test_a_token_from_the_environment_and_a_wrong_one(plane: Plane, tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import yaml
-from helm_chart import CHART, ROOT, values
 
+from component.deploy.helm_chart import CHART, ROOT, values
 from xds_control.control.metrics import POOL_RECOMMENDED_REPLICAS
 
 EXAMPLES = ROOT / "deploy" / "examples" / "autoscaling"
@@ -15,8 +15,9 @@ METRIC = values()["autoscaling"]["hpa"]["metricName"]
 
 
 def test_metric_is_the_one_the_control_plane_exports() -> None:
-    assert POOL_RECOMMENDED_REPLICAS.describe()[0].name == METRIC
-    assert POOL_RECOMMENDED_REPLICAS.describe()[0].type == "gauge"
+    [metric] = POOL_RECOMMENDED_REPLICAS.describe()
+    assert metric.name == METRIC
+    assert metric.type == "gauge"
 
 
 def test_prometheus_adapter_serves_it_under_its_own_name() -> None:

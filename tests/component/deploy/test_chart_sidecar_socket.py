@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from helm_chart import CHART, ROOT, validate, values
 
+from component.deploy.helm_chart import CHART, ROOT, validate, values
 from xds_control.config.serving import parse_xds_address
 from xds_control.xds import build_bootstrap
 

@@ -8,9 +8,8 @@ import re
 from typing import Any
 
 import pytest
-from helm_chart import CHART, values
 
-from xds_control.config.discovery import KubernetesDiscovery
+from component.deploy.helm_chart import CHART, values
 
 TEMPLATES = [
     *sorted((CHART / "templates").rglob("*.yaml")),
@@ -88,23 +87,6 @@ def test_rbac_grants_reading_endpointslices_and_nothing_more_by_default() -> Non
     assert values()["rbac"]["extraRules"] == []
     # The default config's pools list their endpoints, so no pod is read.
     assert not any("kubernetes" in pool for pool in values()["config"]["pools"])
-
-
-def test_rbac_adds_get_on_pods_only_for_pools_that_read_pods() -> None:
-    text = TEXT["templates/rbac.yaml"]
-    guarded = re.search(
-        r"range \.Values\.config\.pools \}\}\s*\{\{- if and \.kubernetes "
-        r'\(dig "kubernetes" "pod_metadata" true \.\) \}\}\s*\{\{- \$readsPods = true'
-        r".*?\{\{- if \$readsPods \}\}\s*\{\{- \$rules = append \$rules \((dict .*?)\) \}\}",
-        text,
-        flags=re.DOTALL,
-    )
-    assert guarded, "the pods rule must depend on a pool with kubernetes.pod_metadata"
-    # The template's default for an unset pod_metadata is the server's.
-    assert KubernetesDiscovery.model_fields["pod_metadata"].default is True
-    assert guarded.group(1) == (
-        'dict "apiGroups" (list "") "resources" (list "pods") "verbs" (list "get")'
-    )
 
 
 @pytest.mark.parametrize("name", sorted(TEXT))

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
-from helm_chart import CHART, CI_FILES, validate, values
 from jsonschema import Draft7Validator
 
+from component.deploy.helm_chart import CHART, CI_FILES, validate, values
 from xds_control.config import parse_config, parse_host_port
 
 SCHEMA = Draft7Validator(json.loads((CHART / "values.schema.json").read_text()))

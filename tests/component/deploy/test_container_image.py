@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helm_chart import ROOT
+
+from component.deploy.helm_chart import ROOT
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 

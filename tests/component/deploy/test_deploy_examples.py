@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helm_chart import ROOT
-from kube_schema import problems
+
+from component.deploy.helm_chart import ROOT
+from component.deploy.kube_schema import problems
 
 EXAMPLES = ROOT / "deploy" / "examples"
 MANIFESTS = [

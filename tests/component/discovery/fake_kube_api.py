@@ -1,9 +1,10 @@
-"""A local stand-in for the Kubernetes API server's EndpointSlice list/watch and Pod get, for
-tests.
+"""A local stand-in for the Kubernetes API server's EndpointSlice list/watch, Pod get and
+list/watch, and InferencePool list/watch, for tests.
 
 No API server can run here, so this one speaks the same protocol over real HTTP with payloads
-shaped exactly like the real API's (``discovery.k8s.io/v1`` EndpointSlices, ``v1`` Pods and
-Status errors; the objects are built in ``fake_kube_objects``):
+shaped exactly like the real API's (``discovery.k8s.io/v1`` EndpointSlices, ``v1`` Pods,
+``inference.networking.k8s.io/v1`` InferencePools and Status errors; the objects are built in
+``fake_kube_objects``):
 
 - ``GET /apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=...`` answers an
   ``EndpointSliceList`` with ``metadata.resourceVersion`` and ``items``; with ``limit=N`` at
@@ -18,8 +19,17 @@ Status errors; the objects are built in ``fake_kube_objects``):
 - a version older than the kept history is ``410 Gone``: an ``ERROR`` event whose object is a
   ``Status`` with ``code: 410`` (what a running watch gets), or an HTTP 410 with the same
   ``Status`` body (what a new watch may get);
-- ``GET /api/v1/namespaces/{ns}/pods/{name}`` answers the ``Pod`` put with ``put_pod``, or a
-  ``404 NotFound`` Status; with ``forbid_pods`` the ``403 Forbidden`` Status RBAC answers;
+- ``GET /api/v1/namespaces/{ns}/pods/{name}`` answers the ``Pod`` put with ``put_pod`` or
+  ``apply_pod``, or a ``404 NotFound`` Status; with ``forbid_pods`` the ``403 Forbidden``
+  Status RBAC answers;
+- ``GET /api/v1/namespaces/{ns}/pods?labelSelector=k=v,...`` lists and watches the pods
+  ``apply_pod`` and ``delete_pod`` change, as the slices above: a watch with a label selector
+  sees a pod whose labels stop matching as ``DELETED`` and one that starts to as ``ADDED``,
+  as the API server's filtered watch does;
+- ``GET /apis/inference.networking.k8s.io/v1/namespaces/{ns}/inferencepools`` (with an
+  optional ``fieldSelector=metadata.name=NAME``) lists and watches the InferencePools
+  ``apply_inference_pool`` and ``delete_inference_pool`` change, and ``.../inferencepools/NAME``
+  answers one or ``404``;
 - requests need the kubeconfig's bearer token (401 otherwise).
 
 Faults a test can cause: ``break_watches`` cuts every open watch mid-stream (no final chunk),
@@ -33,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +56,23 @@ from component.discovery.fake_kube_objects import (
     endpoint_slice,
     expired_continue,
     forbidden_pod,
+    inference_pool,
     pod,
     status,
 )
 
 TOKEN = "test-token"
 USER = "system:serviceaccount:llm:xds-control"
-__all__ = ["FakeKubeApi", "endpoint", "endpoint_slice", "pod"]
+__all__ = ["FakeKubeApi", "endpoint", "endpoint_slice", "inference_pool", "pod"]
+_POOLS = "/apis/inference.networking.k8s.io/v1/namespaces/{namespace}/inferencepools"
+Selection = Callable[[Mapping[str, Any]], bool]
+"""Which stored objects a list or watch request selects."""
 
 
 class FakeKubeApi:
-    """EndpointSlices of one namespace; mutate with ``apply``/``delete``."""
+    """EndpointSlices, Pods and InferencePools of one namespace; mutate with ``apply`` /
+    ``delete`` (slices), ``apply_pod`` / ``delete_pod``, ``apply_inference_pool`` /
+    ``delete_inference_pool``."""
 
     def __init__(self, *, namespace: str = "llm", bookmark_s: float = 0.2) -> None:
         self.namespace = namespace
@@ -64,6 +80,7 @@ class FakeKubeApi:
         self.version = 100
         self.slices: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
+        self.inference_pools: dict[str, dict[str, Any]] = {}
         self.pod_reads: list[str] = []
         """Name of every pod GET, in order."""
         self.forbid_pods = False
@@ -72,9 +89,13 @@ class FakeKubeApi:
         """Query of every list request (each page), in order."""
         self.between_pages: list[dict[str, Any]] = []
         """Slices to ``apply_unseen``, one per continue request, before answering it."""
-        self._snapshots: dict[int, list[dict[str, Any]]] = {}
-        self.history: list[tuple[int, str, dict[str, Any]]] = []
+        self._snapshots: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.history: list[tuple[int, str, dict[str, Any], dict[str, Any] | None]] = []
+        """(version, event type, object, the object's state before it) of every change."""
         self.lists = 0
+        """First pages of EndpointSlice lists."""
+        self.lists_of: dict[str, int] = {}
+        """First pages of lists per kind (``EndpointSlice``, ``Pod``, ``InferencePool``)."""
         self.watches: list[dict[str, str]] = []
         """Query of every watch request, in order."""
         self.gone_as_http = False
@@ -93,6 +114,9 @@ class FakeKubeApi:
             "/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices", self._handle
         )
         app.router.add_get("/api/v1/namespaces/{namespace}/pods/{name}", self._pod)
+        app.router.add_get("/api/v1/namespaces/{namespace}/pods", self._pods)
+        app.router.add_get(_POOLS, self._pools)
+        app.router.add_get(_POOLS + "/{name}", self._pool)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -134,10 +158,7 @@ class FakeKubeApi:
 
     async def apply(self, item: dict[str, Any]) -> None:
         """Create or replace a slice (ADDED or MODIFIED)."""
-        name = item["metadata"]["name"]
-        kind = "MODIFIED" if name in self.slices else "ADDED"
-        await self._record(kind, item)
-        self.slices[name] = self.history[-1][2]
+        self.slices[item["metadata"]["name"]] = await self._change(self.slices, item)
 
     def put_pod(self, item: dict[str, Any]) -> None:
         """Create or replace a pod (only GETs read pods, so no event is recorded)."""
@@ -149,13 +170,39 @@ class FakeKubeApi:
     async def delete(self, name: str) -> None:
         """Remove a slice (DELETED with its last state)."""
         item = self.slices.pop(name)
-        await self._record("DELETED", item)
+        await self._record("DELETED", item, before=item)
 
-    async def _record(self, kind: str, item: dict[str, Any]) -> None:
+    async def apply_pod(self, item: dict[str, Any]) -> None:
+        """Create or replace a pod, as an event pod watches see (ADDED or MODIFIED)."""
+        self.pods[item["metadata"]["name"]] = await self._change(self.pods, item)
+
+    async def delete_pod(self, name: str) -> None:
+        """Remove a pod (DELETED with its last state)."""
+        item = self.pods.pop(name)
+        await self._record("DELETED", item, before=item)
+
+    async def apply_inference_pool(self, item: dict[str, Any]) -> None:
+        """Create or replace an InferencePool (ADDED or MODIFIED)."""
+        name = item["metadata"]["name"]
+        self.inference_pools[name] = await self._change(self.inference_pools, item)
+
+    async def delete_inference_pool(self, name: str) -> None:
+        """Remove an InferencePool (DELETED with its last state)."""
+        item = self.inference_pools.pop(name)
+        await self._record("DELETED", item, before=item)
+
+    async def _change(self, store: dict[str, dict[str, Any]], item: dict[str, Any]) -> Any:
+        before = store.get(item["metadata"]["name"])
+        await self._record("ADDED" if before is None else "MODIFIED", item, before=before)
+        return self.history[-1][2]
+
+    async def _record(
+        self, kind: str, item: dict[str, Any], *, before: dict[str, Any] | None
+    ) -> None:
         self.version += 1
         stored = json.loads(json.dumps(item))
         stored["metadata"]["resourceVersion"] = str(self.version)
-        self.history.append((self.version, kind, stored))
+        self.history.append((self.version, kind, stored, before))
         async with self._changed:
             self._changed.notify_all()
 
@@ -189,41 +236,117 @@ class FakeKubeApi:
         if on:
             self.break_watches()
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    def _refused(self, request: web.Request) -> web.Response | None:
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return web.json_response({"kind": "Status", "code": 401}, status=401)
         if self._outage:
             return web.json_response({"kind": "Status", "code": 503}, status=503)
+        return None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         service = request.query.get("labelSelector", "").removeprefix(f"{SERVICE_LABEL}=")
+
+        def selects(item: Mapping[str, Any]) -> bool:
+            return item.get("kind") == "EndpointSlice" and _service(item) == service
+
+        return await self._collection(
+            request, kind="EndpointSlice", store=self.slices, selects=selects
+        )
+
+    async def _pods(self, request: web.Request) -> web.StreamResponse:
+        wanted = _label_selector(request.query.get("labelSelector", ""))
+        namespace = request.match_info["namespace"]
+
+        def selects(item: Mapping[str, Any]) -> bool:
+            metadata = item.get("metadata") or {}
+            labels = metadata.get("labels") or {}
+            return (
+                item.get("kind") == "Pod"
+                and metadata.get("namespace") == namespace
+                and all(labels.get(k) == v for k, v in wanted.items())
+            )
+
+        return await self._collection(request, kind="Pod", store=self.pods, selects=selects)
+
+    async def _pools(self, request: web.Request) -> web.StreamResponse:
+        fields = request.query.get("fieldSelector", "")
+        name = fields.removeprefix("metadata.name=") if fields else None
+        namespace = request.match_info["namespace"]
+
+        def selects(item: Mapping[str, Any]) -> bool:
+            metadata = item.get("metadata") or {}
+            return (
+                item.get("kind") == "InferencePool"
+                and metadata.get("namespace") == namespace
+                and (name is None or metadata.get("name") == name)
+            )
+
+        return await self._collection(
+            request, kind="InferencePool", store=self.inference_pools, selects=selects
+        )
+
+    async def _pool(self, request: web.Request) -> web.StreamResponse:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        name, namespace = request.match_info["name"], request.match_info["namespace"]
+        found = self.inference_pools.get(name)
+        if found is None or namespace != self.namespace:
+            message = f'inferencepools.inference.networking.k8s.io "{name}" not found'
+            details = {"name": name, "group": "inference.networking.k8s.io"}
+            body = status(404, "NotFound", message, details={**details, "kind": "inferencepools"})
+            return web.json_response(body, status=404)
+        return web.json_response(found)
+
+    async def _collection(
+        self,
+        request: web.Request,
+        *,
+        kind: str,
+        store: Mapping[str, dict[str, Any]],
+        selects: Selection,
+    ) -> web.StreamResponse:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
         if _flag(request.query.get("watch")):
             async with self._watched:
-                self.watches.append(dict(request.query))
+                self.watches.append({**request.query, "kind": kind})
                 self._watched.notify_all()
-            return await self._watch(request, service=service)
-        self.list_pages.append(dict(request.query))
+            return await self._watch(request, kind=kind, selects=selects)
+        self.list_pages.append({**request.query, "kind": kind})
         token = request.query.get("continue")
+        selection = f"{request.path}?{request.query.get('labelSelector', '')}"
+        selection += f"&{request.query.get('fieldSelector', '')}"
         if token is None:
-            self.lists += 1
+            self.lists_of[kind] = self.lists_of.get(kind, 0) + 1
+            if kind == "EndpointSlice":
+                self.lists += 1
             items = sorted(
-                (s for s in self.slices.values() if _service(s) == service),
+                (s for s in store.values() if selects(s)),
                 key=lambda s: str(s["metadata"]["name"]),
             )
             version, start = self.version, ""
-            self._snapshots[version] = items
+            self._snapshots[(selection, version)] = items
         else:
             if self.between_pages:
                 await self.apply_unseen(self.between_pages.pop(0))
             version, start = _decode(token)
-            if version not in self._snapshots:
+            if (selection, version) not in self._snapshots:
                 return web.json_response(expired_continue(token), status=410)
-            items = [s for s in self._snapshots[version] if s["metadata"]["name"] >= start]
+            items = [
+                s for s in self._snapshots[(selection, version)] if s["metadata"]["name"] >= start
+            ]
         limit = int(request.query.get("limit") or 0) or len(items) or 1
         page, rest = items[:limit], items[limit:]
         metadata: dict[str, Any] = {"resourceVersion": str(version)}
         if rest:
             metadata["continue"] = _encode(version, str(rest[0]["metadata"]["name"]))
             metadata["remainingItemCount"] = len(rest)
-        body = {"kind": "EndpointSliceList", "apiVersion": "discovery.k8s.io/v1"}
+        api_version = {"EndpointSlice": "discovery.k8s.io/v1", "Pod": "v1"}.get(
+            kind, "inference.networking.k8s.io/v1"
+        )
+        body = {"kind": f"{kind}List", "apiVersion": api_version}
         return web.json_response({**body, "metadata": metadata, "items": page})
 
     async def _pod(self, request: web.Request) -> web.StreamResponse:
@@ -241,7 +364,9 @@ class FakeKubeApi:
             return web.json_response(body, status=404)
         return web.json_response(found)
 
-    async def _watch(self, request: web.Request, *, service: str) -> web.StreamResponse:
+    async def _watch(
+        self, request: web.Request, *, kind: str, selects: Selection
+    ) -> web.StreamResponse:
         since = int(request.query.get("resourceVersion") or self.version)
         if since < self._oldest and self.gone_as_http:
             return web.json_response(_status_410(str(since)), status=410)
@@ -258,9 +383,10 @@ class FakeKubeApi:
                     if not self.gone_as_http:
                         await _send(response, "ERROR", _status_410(str(since)))
                     break  # an HTTP 410 comes with the client's next watch
-                for version, kind, item in [h for h in self.history if h[0] > since]:
-                    if _service(item) == service:
-                        await _send(response, kind, item)
+                for version, change, item, before in [h for h in self.history if h[0] > since]:
+                    seen = _as_seen(change, now=selects(item), was=_was(before, selects))
+                    if seen is not None:
+                        await _send(response, seen, item)
                     since = version
                 async with self._changed:
                     if since < self._oldest or any(h[0] > since for h in self.history):
@@ -271,15 +397,33 @@ class FakeKubeApi:
                     except TimeoutError:
                         if bookmarks:
                             meta = {"resourceVersion": str(since)}
-                            await _send(
-                                response, "BOOKMARK", {"kind": "EndpointSlice", "metadata": meta}
-                            )
+                            await _send(response, "BOOKMARK", {"kind": kind, "metadata": meta})
             await response.write_eof()
         except (ConnectionResetError, RuntimeError):
             pass  # cut by break_watches or by the client
         finally:
             self._open.discard(response)
         return response
+
+
+def _was(before: Mapping[str, Any] | None, selects: Selection) -> bool:
+    return before is not None and selects(before)
+
+
+def _as_seen(change: str, *, now: bool, was: bool) -> str | None:
+    """The event a selecting watch sees for ``change``: an object that starts to match is
+    ADDED, one that stops is DELETED, one that never matched is not seen."""
+    if change == "DELETED":
+        return "DELETED" if now else None
+    if now:
+        return "MODIFIED" if was and change == "MODIFIED" else "ADDED"
+    return "DELETED" if was else None
+
+
+def _label_selector(text: str) -> dict[str, str]:
+    """``k=v,k2==v2`` (the equality selectors an InferencePool's matchLabels become)."""
+    pairs = (part.replace("==", "=").split("=", 1) for part in text.split(",") if part)
+    return {key: value for key, value in pairs}
 
 
 def _status_410(version: str) -> dict[str, Any]:

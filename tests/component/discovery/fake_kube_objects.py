@@ -1,6 +1,7 @@
 """Kubernetes API objects as the real API server sends them in JSON, for the fake API server
-and the tests that fill it: EndpointSlices (``discovery.k8s.io/v1``), Pods (``v1``) and the
-``Status`` bodies of its errors (410 Expired, 403 Forbidden, 404 NotFound)."""
+and the tests that fill it: EndpointSlices (``discovery.k8s.io/v1``), Pods (``v1``),
+InferencePools (``inference.networking.k8s.io/v1``) and the ``Status`` bodies of its errors
+(410 Expired, 403 Forbidden, 404 NotFound)."""
 
 from __future__ import annotations
 
@@ -81,10 +82,14 @@ def pod(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     namespace: str = "llm",
+    ready: bool = True,
+    terminating: bool = False,
 ) -> dict[str, Any]:
-    """A running ``Pod`` with ``ip`` (``resourceVersion`` is set by the server when stored)."""
+    """A running ``Pod`` with ``ip`` (``resourceVersion`` is set by the server when stored);
+    ``ready`` is its Ready condition, ``terminating`` gives it a ``deletionTimestamp`` as a
+    graceful delete does."""
     name = name or pod_name(ip)
-    return {
+    made: dict[str, Any] = {
         "kind": "Pod",
         "apiVersion": "v1",
         "metadata": {
@@ -106,7 +111,39 @@ def pod(
             "phase": "Running",
             "podIP": ip,
             "podIPs": [{"ip": ip}],
-            "conditions": [{"type": "Ready", "status": "True"}],
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True" if ready else "False"},
+            ],
+        },
+    }
+    if terminating:
+        made["metadata"]["deletionTimestamp"] = "2026-11-30T12:05:00Z"
+        made["metadata"]["deletionGracePeriodSeconds"] = 30
+    return made
+
+
+def inference_pool(
+    name: str,
+    *,
+    selector: Mapping[str, str],
+    ports: Iterable[int],
+    failure_mode: str | None = None,
+    namespace: str = "llm",
+) -> dict[str, Any]:
+    """An ``InferencePool`` (v1) selecting pods by ``selector`` on ``ports``, with an
+    endpoint picker; ``failure_mode`` unset leaves the API's default (FailClose) unwritten."""
+    picker: dict[str, Any] = {"name": f"{name}-epp", "kind": "Service", "port": {"number": 9002}}
+    if failure_mode is not None:
+        picker["failureMode"] = failure_mode
+    return {
+        "kind": "InferencePool",
+        "apiVersion": "inference.networking.k8s.io/v1",
+        "metadata": {"name": name, "namespace": namespace, "generation": 1},
+        "spec": {
+            "selector": {"matchLabels": dict(selector)},
+            "targetPorts": [{"number": port} for port in ports],
+            "endpointPickerRef": picker,
         },
     }
 

@@ -19,8 +19,7 @@ from xds_control.config import load_config
 from xds_control.config.devices import Device
 from xds_control.config.discovery import KubernetesDiscovery
 from xds_control.control import ControlLoop
-from xds_control.control.sources import close_sources
-from xds_control.discovery import Endpoint
+from xds_control.discovery import Endpoint, close_sources
 from xds_control.discovery.kubernetes import KubernetesSource
 
 PORT = 8000

@@ -8,13 +8,13 @@ token, as it would a real cluster."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from component.discovery.fake_kube_api import FakeKubeApi, endpoint, endpoint_slice
+from component.discovery.polling import until, until_error
 from xds_control.config.discovery import KubernetesDiscovery
 from xds_control.discovery import Endpoint, Health
 from xds_control.discovery.kubernetes import KubernetesSource
@@ -41,27 +41,6 @@ async def source(api: FakeKubeApi, tmp_path: Path) -> AsyncIterator[KubernetesSo
 
 def health(endpoints: tuple[Endpoint, ...]) -> dict[str, Health]:
     return {e.address: e.health for e in endpoints}
-
-
-async def until(
-    source: KubernetesSource,
-    check: Callable[[tuple[Endpoint, ...]], bool],
-    *,
-    timeout: float = 5.0,
-) -> tuple[Endpoint, ...]:
-    """The source's endpoints once ``check`` holds; fails after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: tuple[Endpoint, ...] | str = ()
-    while time.monotonic() < deadline:
-        try:
-            last = await source.fetch()
-        except DiscoveryError as exc:
-            last = str(exc)
-        else:
-            if check(last):
-                return last
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out; the source has {last}")
 
 
 def slice_a(*endpoints: dict[str, object]) -> dict[str, object]:
@@ -174,17 +153,6 @@ async def test_a_broken_watch_lists_again_and_an_event_during_the_break_arrives(
     got = await until(source, lambda e: "10.0.0.3:8000" in health(e))
     assert health(got) == {"10.0.0.2:8000": Health.HEALTHY, "10.0.0.3:8000": Health.UNHEALTHY}
     assert api.lists >= 2
-
-
-async def until_error(source: KubernetesSource, *, timeout: float = 5.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            await source.fetch()
-        except DiscoveryError as exc:
-            return str(exc)
-        await asyncio.sleep(0.02)
-    raise AssertionError("the source never reported the outage")
 
 
 async def test_a_missing_kubeconfig_is_an_error_naming_it(tmp_path: Path) -> None:

@@ -5,11 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from aiohttp import web
 
 from xds_lab.loadgen import LoadSpec, Slo, build_requests, percentile, run_load, summarize
 
+OVERHEAD_S = 0.025
+"""What loopback and two event loops in one process may add to a request's latency."""
 
+
+@pytest.mark.serial  # a server's sleeps measured to the millisecond: not next to other load
 async def test_load_generator_recovers_the_latency_distribution_of_a_known_server() -> None:
     # The server's latency for a request is max_tokens milliseconds: a known distribution.
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -35,19 +40,27 @@ async def test_load_generator_recovers_the_latency_distribution_of_a_known_serve
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    spec = LoadSpec(
+        requests=150,
+        rate=150,
+        seed=11,
+        output_mean=60,
+        output_sigma=0.6,
+        output_cap=250,
+        input_mean=20,
+        stream_fraction=0.5,
+    )
+    requests = build_requests(spec)
     try:
-        spec = LoadSpec(
-            requests=150,
-            rate=150,
-            seed=11,
-            output_mean=60,
-            output_sigma=0.6,
-            output_cap=250,
-            input_mean=20,
-            stream_fraction=0.5,
-        )
-        requests = build_requests(spec)
-        run = await run_load(url, requests)
+        # A run in which the generator's own loop stalled past the overhead is not a result
+        # (the lab's rule, xds_lab.bench.lag): such a stall (a collector pause, the other lane
+        # taking the core) delays every answer in flight. Up to three tries for one that is.
+        for _ in range(3):
+            run = await run_load(url, requests)
+            if run.loop_lag["max_s"] < OVERHEAD_S:
+                break
+        else:
+            pytest.fail(f"the generator's loop stalled in 3 tries (last: {run.loop_lag})")
     finally:
         await runner.cleanup()
     truth = [r.max_tokens / 1000 for r in requests]
@@ -55,13 +68,17 @@ async def test_load_generator_recovers_the_latency_distribution_of_a_known_serve
     assert all(r.ok for r in run.results)
     for q in (50, 90, 99):
         # Loopback and event-loop overhead add a few milliseconds (more on a busy machine).
-        assert 0 <= percentile(e2e, q) - percentile(truth, q) < 0.025
+        assert 0 <= percentile(e2e, q) - percentile(truth, q) < OVERHEAD_S
     streamed = [(r, s) for r, s in zip(run.results, requests, strict=True) if s.stream]
     assert streamed
     for result, spec_ in streamed:
         assert result.ttft_s is not None
-        assert abs(result.ttft_s - spec_.max_tokens / 2000) < 0.025
-    summary = summarize(run.results, duration_s=run.duration_s, slo=Slo(ttft_s=None, e2e_s=0.05))
-    within = sum(1 for t in truth if t <= 0.045)
-    assert summary["slo_attainment"] * len(truth) >= within
+        assert abs(result.ttft_s - spec_.max_tokens / 2000) < OVERHEAD_S
+    slo = 0.05
+    summary = summarize(run.results, duration_s=run.duration_s, slo=Slo(ttft_s=None, e2e_s=slo))
+    met = round(summary["slo_attainment"] * len(truth))
+    # No request is seen faster than the server made it: at most those truly within the SLO;
+    # at least those within it by more than the overhead the percentiles allow.
+    assert met <= sum(1 for t in truth if t <= slo)
+    assert met >= sum(1 for t in truth if t <= slo - OVERHEAD_S)
     assert summary["e2e_s"]["p90"] == percentile(e2e, 90)

@@ -7,11 +7,12 @@ from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 from google.rpc import status_pb2
 
+from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
-from xds_control.control import EndpointWeight, reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import AdsStream
-from xds_control.xds import Snapshot
+from xds_control.xds import EndpointWeight, Snapshot
 from xds_control.xds import type_urls as urls
 
 CONFIG = parse_config(
@@ -32,13 +33,16 @@ def snapshot(**weights: int) -> Snapshot:
     by_address = {
         f"127.0.0.1:{8001 if k == 'a' else 8002}": EndpointWeight(w) for k, w in weights.items()
     }
-    return reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights=by_address)
+    return reconcile_once(ReconcileInputs(config=CONFIG, endpoints=ENDPOINTS, weights=by_address))
 
 
 class Harness:
     def __init__(self, first: Snapshot) -> None:
-        self.current: Snapshot | None = first
-        self.stream = AdsStream(stream_id=1, snapshot_of=lambda group: self.current)
+        self.cache = MemorySnapshotCache()
+        self.cache.set_snapshot(DEFAULT_GROUP, first)
+        self.stream = AdsStream(
+            stream_id=1, snapshot_of=self.cache.snapshot, changed_names=self.cache.changed_names
+        )
 
     def request(
         self,
@@ -58,12 +62,14 @@ class Harness:
         )
         if error is not None:
             request.error_detail.CopyFrom(status_pb2.Status(code=3, message=error))
-        raw = self.stream.on_request(request, group="default")
+        raw = self.stream.on_request(request, group=DEFAULT_GROUP, now=1.0)
         return [discovery_pb2.DiscoveryResponse.FromString(b) for b in raw]
 
     def publish(self, new: Snapshot) -> list[discovery_pb2.DiscoveryResponse]:
-        self.current = new
-        return [discovery_pb2.DiscoveryResponse.FromString(b) for b in self.stream.on_snapshot()]
+        self.cache.set_snapshot(DEFAULT_GROUP, new)
+        return [
+            discovery_pb2.DiscoveryResponse.FromString(b) for b in self.stream.on_snapshot(now=1.0)
+        ]
 
     def ack(self, response: discovery_pb2.DiscoveryResponse, names: tuple[str, ...] = ()) -> None:
         assert (

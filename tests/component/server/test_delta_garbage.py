@@ -12,8 +12,8 @@ from google.rpc import status_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from component.server.two_pools import ONLY_A, snapshot
-from xds_control.cache import DEFAULT_GROUP
+from two_pools import ONLY_A, snapshot
+from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.server import DeltaStream
 from xds_control.xds import type_urls as urls
 
@@ -49,14 +49,17 @@ def test_delta_stream_on_random_requests(
     steps: list[discovery_pb2.DeltaDiscoveryRequest | int],
 ) -> None:
     current = [SNAPSHOTS[0]]
-    stream = DeltaStream(stream_id=1, snapshot_of=lambda group: current[0])
+    cache = MemorySnapshotCache()
+    cache.set_snapshot(DEFAULT_GROUP, current[0])
+    stream = DeltaStream(stream_id=1, snapshot_of=cache.snapshot, changed_names=cache.changed_names)
     nonces: list[int] = []
     for step in steps:
         if isinstance(step, int):
             current[0] = SNAPSHOTS[step]
-            raw = stream.on_snapshot()
+            cache.set_snapshot(DEFAULT_GROUP, current[0])
+            raw = stream.on_snapshot(now=1.0)
         else:
-            raw = stream.on_request(step, group=DEFAULT_GROUP)
+            raw = stream.on_request(step, group=DEFAULT_GROUP, now=1.0)
         routes = stream.types.get(urls.ROUTE)
         routed = {c for p in routes.acked.values() for c in p.references} if routes else set()
         for data in raw:

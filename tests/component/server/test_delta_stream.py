@@ -3,23 +3,30 @@ versions, removals, reconnects, NACKs, and a removed cluster held while a route 
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from envoy.config.core.v3 import base_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 from google.rpc import status_pb2
 
-from component.server.two_pools import ONLY_A, ROUTE_TABLE, snapshot
+from two_pools import ONLY_A, ROUTE_TABLE, snapshot
+from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.server import DeltaStream
 from xds_control.xds import Snapshot
 from xds_control.xds import type_urls as urls
 
-Response = discovery_pb2.DeltaDiscoveryResponse
+Response: TypeAlias = discovery_pb2.DeltaDiscoveryResponse
 
 
 class Harness:
     def __init__(self, first: Snapshot) -> None:
         self.current = first
-        self.stream = DeltaStream(stream_id=1, snapshot_of=lambda group: self.current)
+        self.cache = MemorySnapshotCache()
+        self.cache.set_snapshot(DEFAULT_GROUP, first)
+        self.stream = DeltaStream(
+            stream_id=1, snapshot_of=self.cache.snapshot, changed_names=self.cache.changed_names
+        )
 
     def request(
         self,
@@ -41,14 +48,18 @@ class Harness:
         )
         if error is not None:
             request.error_detail.CopyFrom(status_pb2.Status(code=3, message=error))
-        return [Response.FromString(b) for b in self.stream.on_request(request, group="default")]
+        return [
+            Response.FromString(b)
+            for b in self.stream.on_request(request, group=DEFAULT_GROUP, now=1.0)
+        ]
 
     def ack(self, response: Response) -> list[Response]:
         return self.request(response.type_url, nonce=response.nonce)
 
     def publish(self, new: Snapshot) -> list[Response]:
         self.current = new
-        return [Response.FromString(b) for b in self.stream.on_snapshot()]
+        self.cache.set_snapshot(DEFAULT_GROUP, new)
+        return [Response.FromString(b) for b in self.stream.on_snapshot(now=1.0)]
 
     def connect(self) -> None:
         """Envoy's start: wildcard CDS and LDS, EDS and RDS by name; everything ACKed."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -15,10 +16,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
-from xds_control.control import EndpointWeight, reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.errors import ServeError
 from xds_control.server import StreamRegistry, XdsServer
+from xds_control.xds import EndpointWeight
 from xds_control.xds import type_urls as urls
 
 CONFIG = parse_config(
@@ -41,7 +43,7 @@ async def test_stream_receives_pushes_and_health_serves() -> None:
             check = await health.Check(health_pb2.HealthCheckRequest(service=urls.ADS_SERVICE))
             assert check.status == health_pb2.HealthCheckResponse.NOT_SERVING
             cache.set_snapshot(
-                DEFAULT_GROUP, reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights={})
+                DEFAULT_GROUP, reconcile_once(ReconcileInputs(config=CONFIG, endpoints=ENDPOINTS))
             )
             await server.mark_serving()
             check = await health.Check(health_pb2.HealthCheckRequest(service=urls.ADS_SERVICE))
@@ -49,7 +51,7 @@ async def test_stream_receives_pushes_and_health_serves() -> None:
 
             requests: asyncio.Queue[discovery_pb2.DiscoveryRequest] = asyncio.Queue()
 
-            async def outgoing():  # type: ignore[no-untyped-def]
+            async def outgoing() -> AsyncIterator[discovery_pb2.DiscoveryRequest]:
                 while True:
                     yield await requests.get()
 
@@ -75,7 +77,9 @@ async def test_stream_receives_pushes_and_health_serves() -> None:
             weights = {"127.0.0.1:8001": EndpointWeight(42)}
             cache.set_snapshot(
                 DEFAULT_GROUP,
-                reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights=weights),
+                reconcile_once(
+                    ReconcileInputs(config=CONFIG, endpoints=ENDPOINTS, weights=weights)
+                ),
             )
             pushed = await asyncio.wait_for(call.read(), 10)
             assert pushed.version_info != first.version_info
@@ -94,7 +98,7 @@ async def test_first_request_without_node_is_refused() -> None:
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
 
-            async def outgoing():  # type: ignore[no-untyped-def]
+            async def outgoing() -> AsyncIterator[discovery_pb2.DiscoveryRequest]:
                 yield discovery_pb2.DiscoveryRequest(type_url=urls.CLUSTER)
                 await asyncio.sleep(5)
 
@@ -118,7 +122,7 @@ async def test_bytes_that_are_no_request_end_the_stream_with_invalid_argument() 
                 urls.ADS_METHOD,
                 request_serializer=None,  # raw bytes: not a DiscoveryRequest
                 response_deserializer=discovery_pb2.DiscoveryResponse.FromString,
-            )()
+            )(None)  # no request iterator: the test writes the stream itself
             with structlog.testing.capture_logs() as logs:
                 await call.write(b"\xff\xff\xff")
                 with pytest.raises(grpc.aio.AioRpcError) as info:

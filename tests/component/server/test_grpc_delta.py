@@ -11,7 +11,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
-from component.server.two_pools import snapshot
+from two_pools import snapshot
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.xds import type_urls as urls

@@ -16,7 +16,8 @@ from google.protobuf.message import Message
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from component.server.two_pools import ONLY_A, snapshot
+from two_pools import ONLY_A, snapshot
+from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.server import AdsStream, DeltaStream
 from xds_control.xds import PreparedResource, Snapshot
 from xds_control.xds import type_urls as urls
@@ -156,11 +157,12 @@ class Model:
 
 def run(delta: bool, steps: list[int | str]) -> None:
     current = [SNAPSHOTS[0]]
+    cache = MemorySnapshotCache()
+    cache.set_snapshot(DEFAULT_GROUP, current[0])
 
     def connect() -> AdsStream | DeltaStream:
-        if delta:
-            return DeltaStream(stream_id=1, snapshot_of=lambda g: current[0])
-        return AdsStream(stream_id=1, snapshot_of=lambda g: current[0])
+        kind = DeltaStream if delta else AdsStream
+        return kind(stream_id=1, snapshot_of=cache.snapshot, changed_names=cache.changed_names)
 
     stream = connect()
     model = Model(delta=delta)
@@ -177,10 +179,11 @@ def run(delta: bool, steps: list[int | str]) -> None:
             restarted[0] = True
         elif isinstance(what, int):
             current[0] = SNAPSHOTS[what]
-            inbox.extend(stream.on_snapshot())
+            cache.set_snapshot(DEFAULT_GROUP, current[0])
+            inbox.extend(stream.on_snapshot(now=1.0))
         elif what == "server" and model.outbox:
             request = model.outbox.popleft()
-            inbox.extend(stream.on_request(request, group="default"))  # type: ignore[arg-type]
+            inbox.extend(stream.on_request(request, group=DEFAULT_GROUP, now=1.0))
         elif what == "envoy" and inbox:
             model.receive(inbox.popleft())
         problems = model.problems()

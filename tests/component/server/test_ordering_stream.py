@@ -4,23 +4,30 @@ again is sent again."""
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.core.v3 import base_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 
-from component.server.two_pools import ONLY_A, ROUTE_TABLE, snapshot
+from two_pools import ONLY_A, ROUTE_TABLE, snapshot
+from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.server import AdsStream
 from xds_control.xds import Snapshot
 from xds_control.xds import type_urls as urls
 
-Response = discovery_pb2.DiscoveryResponse
+Response: TypeAlias = discovery_pb2.DiscoveryResponse
 
 
 class Harness:
     def __init__(self, first: Snapshot) -> None:
         self.current = first
-        self.stream = AdsStream(stream_id=1, snapshot_of=lambda group: self.current)
+        self.cache = MemorySnapshotCache()
+        self.cache.set_snapshot(DEFAULT_GROUP, first)
+        self.stream = AdsStream(
+            stream_id=1, snapshot_of=self.cache.snapshot, changed_names=self.cache.changed_names
+        )
         self.names: dict[str, tuple[str, ...]] = {}
 
     def request(
@@ -35,14 +42,18 @@ class Harness:
             version_info=ack.version_info if ack is not None else "",
             response_nonce=ack.nonce if ack is not None else "",
         )
-        return [Response.FromString(b) for b in self.stream.on_request(request, group="default")]
+        return [
+            Response.FromString(b)
+            for b in self.stream.on_request(request, group=DEFAULT_GROUP, now=1.0)
+        ]
 
     def ack(self, response: Response) -> list[Response]:
         return self.request(response.type_url, ack=response)
 
     def publish(self, new: Snapshot) -> list[Response]:
         self.current = new
-        return [Response.FromString(b) for b in self.stream.on_snapshot()]
+        self.cache.set_snapshot(DEFAULT_GROUP, new)
+        return [Response.FromString(b) for b in self.stream.on_snapshot(now=1.0)]
 
     def connect(self) -> None:
         assert self.ack(self.request(urls.CLUSTER)[0]) == []

@@ -13,9 +13,10 @@ from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
-from xds_control.control import EndpointWeight, reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import AdsStream, StreamRegistry, XdsServer
+from xds_control.xds import EndpointWeight
 from xds_control.xds import type_urls as urls
 
 CONFIG = parse_config(
@@ -30,7 +31,7 @@ ENDPOINTS = {"a": to_endpoints(CONFIG.pools[0].endpoints)}
 async def test_a_crashing_push_ends_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     cache = MemorySnapshotCache()
     cache.set_snapshot(
-        DEFAULT_GROUP, reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights={})
+        DEFAULT_GROUP, reconcile_once(ReconcileInputs(config=CONFIG, endpoints=ENDPOINTS))
     )
     server = XdsServer(cache=cache, registry=StreamRegistry(), address="127.0.0.1:0")
     await server.start()
@@ -44,7 +45,7 @@ async def test_a_crashing_push_ends_the_stream(monkeypatch: pytest.MonkeyPatch) 
             )
             await asyncio.wait_for(call.read(), 10)
 
-            def broken(self: AdsStream) -> list[bytes]:
+            def broken(self: AdsStream, *, now: float) -> list[bytes]:
                 raise RuntimeError("a bug")
 
             monkeypatch.setattr(AdsStream, "on_snapshot", broken)
@@ -52,7 +53,9 @@ async def test_a_crashing_push_ends_the_stream(monkeypatch: pytest.MonkeyPatch) 
                 weights = {"127.0.0.1:8001": EndpointWeight(42)}
                 cache.set_snapshot(
                     DEFAULT_GROUP,
-                    reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights=weights),
+                    reconcile_once(
+                        ReconcileInputs(config=CONFIG, endpoints=ENDPOINTS, weights=weights)
+                    ),
                 )
                 with pytest.raises(grpc.aio.AioRpcError) as ended:
                     await asyncio.wait_for(call.read(), 10)

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
 from xds_control.config.serving import GrpcConfig
-from xds_control.control import reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.xds import type_urls as urls
@@ -36,7 +36,7 @@ async def test_socket_file_has_the_mode_and_serves_ads(tmp_path: Path, mode: int
     cache = MemorySnapshotCache()
     endpoints = {"a": to_endpoints(CONFIG.pools[0].endpoints)}
     cache.set_snapshot(
-        DEFAULT_GROUP, reconcile_once(config=CONFIG, endpoints=endpoints, weights={})
+        DEFAULT_GROUP, reconcile_once(ReconcileInputs(config=CONFIG, endpoints=endpoints))
     )
     server = XdsServer(
         cache=cache,

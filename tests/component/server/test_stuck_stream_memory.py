@@ -14,7 +14,7 @@ from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
-from xds_control.control import reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.xds import type_urls as urls
@@ -40,7 +40,7 @@ async def test_a_flooding_client_that_never_reads_is_held_back() -> None:
     cache = MemorySnapshotCache()
     endpoints = {"a": to_endpoints(config.pools[0].endpoints)}
     cache.set_snapshot(
-        DEFAULT_GROUP, reconcile_once(config=config, endpoints=endpoints, weights={})
+        DEFAULT_GROUP, reconcile_once(ReconcileInputs(config=config, endpoints=endpoints))
     )
     server = XdsServer(cache=cache, registry=StreamRegistry(), address="127.0.0.1:0")
     await server.start()

@@ -17,7 +17,7 @@ from e2e.tls_ca import Issued, TestCa
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
 from xds_control.config.serving import TlsConfig
-from xds_control.control import reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.server.peer import names_node
@@ -35,7 +35,7 @@ def tls_server(ca: TestCa, *, verify_node_id: bool = False, mutual: bool = True)
     cache = MemorySnapshotCache()
     endpoints = {"a": to_endpoints(CONFIG.pools[0].endpoints)}
     cache.set_snapshot(
-        DEFAULT_GROUP, reconcile_once(config=CONFIG, endpoints=endpoints, weights={})
+        DEFAULT_GROUP, reconcile_once(ReconcileInputs(config=CONFIG, endpoints=endpoints))
     )
     server = ca.server()
     tls = TlsConfig(
@@ -112,7 +112,7 @@ async def test_a_client_without_a_good_certificate_is_refused(
             await first_cds(channel, "envoy-0")
         assert info.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
-        await channel.close()
+        await channel.close(grace=None)
         await server.stop(grace=0)
 
 
@@ -129,7 +129,7 @@ async def test_a_node_id_the_certificate_does_not_name_is_permission_denied(
 ) -> None:
     server = tls_server(ca, verify_node_id=True)
     await server.start()
-    client = ca.issue("client", **sans)
+    client = ca.issue("client", dns=sans.get("dns", ()), uris=sans.get("uris", ()))
     try:
         async with grpc.aio.secure_channel(
             f"localhost:{server.port}", credentials(ca, client)

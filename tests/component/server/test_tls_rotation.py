@@ -19,7 +19,7 @@ from e2e.tls_ca import Issued, TestCa
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
 from xds_control.config.serving import TlsConfig
-from xds_control.control import reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.xds import type_urls as urls
@@ -36,7 +36,7 @@ listeners: [{{name: gw, address: 127.0.0.1:10000, routes: [{{name: a, pool: a}}]
 """
     )
     endpoints = {"a": to_endpoints(config.pools[0].endpoints)}
-    snapshot = reconcile_once(config=config, endpoints=endpoints, weights={})
+    snapshot = reconcile_once(ReconcileInputs(config=config, endpoints=endpoints))
     cache.set_snapshot(DEFAULT_GROUP, snapshot)
 
 

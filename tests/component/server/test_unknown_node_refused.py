@@ -15,7 +15,7 @@ from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
 from xds_control.cache import MemorySnapshotCache, NodeRouting
 from xds_control.config import Config, parse_config
-from xds_control.control import reconcile_groups
+from xds_control.control import ReconcileInputs, reconcile_groups
 from xds_control.discovery import to_endpoints
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.xds import type_urls as urls
@@ -36,7 +36,9 @@ node_groups:
 async def serve(config: Config) -> XdsServer:
     cache = MemorySnapshotCache(routing=NodeRouting.of(config))
     endpoints = {pool.name: to_endpoints(pool.endpoints) for pool in config.pools}
-    for group, snapshot in reconcile_groups(config=config, endpoints=endpoints, weights={}).items():
+    for group, snapshot in reconcile_groups(
+        ReconcileInputs(config=config, endpoints=endpoints)
+    ).items():
         cache.set_snapshot(group, snapshot)
     server = XdsServer(cache=cache, registry=StreamRegistry(), address="127.0.0.1:0")
     await server.start()

@@ -138,14 +138,15 @@ async def test_a_hanging_query_times_out_without_holding_up_the_cycle(
 ) -> None:
     fake, url = prometheus
     fake.slow = "num_requests_waiting"
-    config = SignalsConfig(prometheus_url=url, query_timeout_s=0.2)
+    config = SignalsConfig(prometheus_url=url, query_timeout_s=1.0)
     loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession() as client:
         source = PrometheusSource(client=client, config=config)
         started = loop.time()
         samples = await source.fetch(targets(fake.addresses))
         elapsed = loop.time() - started
-    assert elapsed < 1.0  # the queries ran concurrently, each bounded by the timeout
+    # The queries ran concurrently, each bounded by the timeout (the hang lasts 5 s).
+    assert elapsed < 3.0
     assert Signal.WAITING not in samples["10.0.0.1:8000"].readings
     assert samples["10.0.0.1:8000"].value(Signal.KV_USAGE) == 0.5
 

@@ -64,7 +64,7 @@ async def fleet() -> AsyncIterator[list[tuple[Server, Target]]]:
         await server.close()
 
 
-CONFIG = SignalsConfig(scrape=ScrapeConfig(enabled=True, timeout_s=0.3, window_s=60))
+CONFIG = SignalsConfig(scrape=ScrapeConfig(enabled=True, timeout_s=1.0, window_s=60))
 
 
 async def test_scrape_reads_gauges_and_rates_between_scrapes(

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 
+from component.sim.simclient import StartServer
 from xds_lab.sim.profiles import get_profile
 from xds_lab.sim.server import SimServer
-
-StartServer = Callable[..., Awaitable[SimServer]]
 
 
 @pytest.fixture

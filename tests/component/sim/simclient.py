@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
+
+from xds_lab.sim.server import SimServer
+
+
+class StartServer(Protocol):
+    """The ``start_server`` fixture: a started simulated server of ``profile``, with profile
+    fields overridden by ``over`` (jitter 0 unless given), stopped after the test."""
+
+    def __call__(
+        self, profile: str = ..., *, name: str = ..., time_scale: float = ..., **over: Any
+    ) -> Awaitable[SimServer]: ...
 
 
 @dataclass

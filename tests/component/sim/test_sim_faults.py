@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from simclient import scrape, stream_completion, words
 
+from component.sim.simclient import scrape, stream_completion, words
 from xds_lab.sim.fleet import Fleet, FleetSpec
 
 
@@ -35,6 +35,7 @@ async def _clear(http: aiohttp.ClientSession, fleet: Fleet, name: str) -> None:
         assert resp.status == 200
 
 
+@pytest.mark.serial  # latencies compared to the millisecond: not next to other load
 async def test_slowdown_multiplies_latency_and_clears(
     http: aiohttp.ClientSession, fleet: Fleet
 ) -> None:

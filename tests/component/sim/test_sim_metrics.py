@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from simclient import scrape, stream_completion, words
 
-from conftest import StartServer
+from component.sim.simclient import StartServer, scrape, stream_completion, words
 from xds_lab.sim.server import SimServer
 
 MIB = 1024 * 1024
@@ -18,7 +18,7 @@ MIB = 1024 * 1024
 async def _serve_mixed(http: aiohttp.ClientSession, server: SimServer) -> tuple[int, int, int]:
     """Send a mix of chat/completions, JSON/SSE; return (requests, prompt tokens, output tokens)."""
     prompt_total = output_total = 0
-    jobs = []
+    jobs: list[Awaitable[object]] = []  # streamed ones timed, the others read here
     for i in range(12):
         out = 3 + i
         if i % 3 == 0:
@@ -103,3 +103,13 @@ async def test_framebuffer_use_grows_with_kv_blocks_in_use(
     assert busy["DCGM_FI_DEV_FB_USED"] == round(weights_mib + kv_mib)
     assert busy["vllm:kv_cache_usage_perc"] == pytest.approx(blocks / server.profile.kv_blocks)
     assert busy["vllm:num_requests_running"] == 1
+
+
+async def test_a_server_with_no_metrics_answers_404_there_and_still_serves(
+    http: aiohttp.ClientSession, start_server: StartServer
+) -> None:
+    server = await start_server("triton-a100", metrics="none")
+    async with http.get(f"{server.url}/metrics") as response:
+        assert response.status == 404
+    result = await stream_completion(http, server.url, words(10), max_tokens=3)
+    assert result.status == 200

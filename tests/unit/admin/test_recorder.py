@@ -13,7 +13,7 @@ from xds_control.admin.events import EventLog
 from xds_control.admin.recorder import Recorder
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import parse_config
-from xds_control.control import LoopState, reconcile_once
+from xds_control.control import LoopState, ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
 from xds_control.server import AdsStream, StreamRegistry
 from xds_control.xds import type_urls as urls
@@ -46,7 +46,7 @@ def test_stream_events_arrive_as_they_happen() -> None:
     cache = MemorySnapshotCache()
     endpoints = {pool.name: to_endpoints(pool.endpoints) for pool in CONFIG.pools}
     cache.set_snapshot(
-        DEFAULT_GROUP, reconcile_once(config=CONFIG, endpoints=endpoints, weights={})
+        DEFAULT_GROUP, reconcile_once(ReconcileInputs(config=CONFIG, endpoints=endpoints))
     )
     registry = StreamRegistry()
     events = EventLog()
@@ -58,12 +58,17 @@ def test_stream_events_arrive_as_they_happen() -> None:
     )
 
     def connect(stream_id: int) -> AdsStream:
-        stream = AdsStream(stream_id=stream_id, snapshot_of=cache.snapshot, events=registry)
+        stream = AdsStream(
+            stream_id=stream_id,
+            snapshot_of=cache.snapshot,
+            changed_names=cache.changed_names,
+            events=registry,
+        )
         registry.add(stream, peer="ipv4:127.0.0.1:5000")
         return stream
 
     def send(stream: AdsStream, request: discovery_pb2.DiscoveryRequest) -> list[str]:
-        out = stream.on_request(request, group=DEFAULT_GROUP)
+        out = stream.on_request(request, group=DEFAULT_GROUP, now=1.0)
         return [discovery_pb2.DiscoveryResponse.FromString(raw).nonce for raw in out]
 
     good = connect(1)
@@ -76,7 +81,7 @@ def test_stream_events_arrive_as_they_happen() -> None:
     assert events.since()[1].version == version
 
     seen = len(events.since())
-    assert good.on_snapshot() == []  # nothing changed: an idle stream records nothing
+    assert good.on_snapshot(now=1.0) == []  # nothing changed: an idle stream records nothing
     assert len(events.since()) == seen
 
     bad = connect(2)

@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from xds_control.config.load import parse_config
+from xds_control.config.model import STREAMED_TRY_IDLE_S
+from xds_control.xds import build_route_configuration
 from xds_lab.bench.picker_stats import delta, histogram_quantile, snapshot
 from xds_lab.bench.policies import POLICIES, control_plane_config
 
@@ -30,6 +32,22 @@ def test_the_picker_policy_writes_a_valid_pool_with_the_picker_and_weighted_magl
     assert POLICIES["picker"].ours
     assert POLICIES["picker"].through_envoy
     assert not POLICIES["ideal"].through_envoy
+
+
+def test_a_streamed_route_puts_streamed_requests_on_a_route_with_a_per_try_idle_bound() -> None:
+    data = control_plane_config(
+        policy=POLICIES["maglev_weights"],
+        batch_slots={"127.0.0.1:9001": 256},
+        listener_port=10000,
+        streamed_route=True,
+    )
+    config = parse_config(text=yaml.safe_dump(data))
+    assert config.listeners[0].classify is not None
+    table = build_route_configuration(config.listeners[0], model_header=config.model_header)
+    streamed, rest = (r.route.retry_policy for r in table.virtual_hosts[0].routes)
+    assert streamed.per_try_idle_timeout.seconds == STREAMED_TRY_IDLE_S
+    assert not rest.HasField("per_try_idle_timeout")
+    assert rest.num_retries.value == 2
 
 
 def test_histogram_quantiles_interpolate_within_buckets_and_floor_the_overflow() -> None:

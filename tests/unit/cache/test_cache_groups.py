@@ -22,7 +22,7 @@ node_groups:
 """
 
 
-def node(node_id: str, cluster: str = "", **metadata: object) -> base_pb2.Node:
+def node(node_id: str, cluster: str = "", **metadata: str | float) -> base_pb2.Node:
     meta = struct_pb2.Struct()
     meta.update(metadata)
     return base_pb2.Node(id=node_id, cluster=cluster, metadata=meta)

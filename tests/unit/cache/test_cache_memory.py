@@ -6,9 +6,9 @@ from envoy.config.core.v3 import base_pb2
 
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache, Unsubscribe
 from xds_control.config import parse_config
-from xds_control.control import EndpointWeight, reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import to_endpoints
-from xds_control.xds import Snapshot
+from xds_control.xds import EndpointWeight, Snapshot
 
 CONFIG = parse_config(
     text="""
@@ -22,7 +22,7 @@ ENDPOINTS = {"chat": to_endpoints(CONFIG.pools[0].endpoints)}
 def snapshot(weight: int = 10) -> Snapshot:
     """A fresh snapshot object; equal weights give equal content and so an equal version."""
     weights = {"127.0.0.1:8001": EndpointWeight(weight)}
-    return reconcile_once(config=CONFIG, endpoints=ENDPOINTS, weights=weights)
+    return reconcile_once(ReconcileInputs(config=CONFIG, endpoints=ENDPOINTS, weights=weights))
 
 
 class Wakes:

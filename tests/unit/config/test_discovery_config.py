@@ -1,5 +1,5 @@
-"""Pool discovery settings: kubernetes and dns validate with errors that name the field, and
-a pool has one endpoint source."""
+"""Pool discovery settings: kubernetes, inference_pool and dns validate with errors that name
+the field, and a pool has one endpoint source."""
 
 from __future__ import annotations
 
@@ -43,6 +43,14 @@ def test_kubernetes_and_dns_pools_are_accepted() -> None:
     assert parsed.pools[0].dns is not None
 
 
+def test_an_inference_pool_pool_is_accepted_with_the_kubernetes_defaults() -> None:
+    parsed = parse_config(config(inference_pool={"namespace": "llm", "name": "llama.v1"}))
+    found = parsed.pools[0].inference_pool
+    assert found is not None
+    assert (found.weight, found.watch_timeout_s, found.relist_backoff_s) == (10, 300, 1.0)
+    assert (found.kubeconfig, found.context) == (None, None)
+
+
 @pytest.mark.parametrize(
     ("pool", "field"),
     [
@@ -51,6 +59,15 @@ def test_kubernetes_and_dns_pools_are_accepted() -> None:
         (
             {"kubernetes": {"namespace": "llm", "service": "v", "watch_timeout_s": 0}},
             "pools[0].kubernetes.watch_timeout_s",
+        ),
+        ({"inference_pool": {"namespace": "llm"}}, "pools[0].inference_pool.name"),
+        (
+            {"inference_pool": {"namespace": "llm", "name": "Llama"}},
+            "pools[0].inference_pool.name",
+        ),
+        (
+            {"inference_pool": {"namespace": "llm", "name": "l", "weight": 0}},
+            "pools[0].inference_pool.weight",
         ),
         ({"dns": {"hosts": []}}, "pools[0].dns.hosts"),
         ({"dns": {"hosts": ["vllm-0.internal"]}}, "pools[0].dns.hosts[0]"),
@@ -70,6 +87,13 @@ def test_a_pool_has_one_endpoint_source() -> None:
         )
     )
     assert any("endpoints and kubernetes" in message for _, message in found)
+    found = problems(
+        config(
+            kubernetes={"namespace": "llm", "service": "vllm"},
+            inference_pool={"namespace": "llm", "name": "llama"},
+        )
+    )
+    assert any("kubernetes and inference_pool" in message for _, message in found)
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,7 @@ import pytest
 
 from xds_control.config import parse_config
 from xds_control.config.devices import Device, single_device_problem
-from xds_control.control import endpoint_source
-from xds_control.discovery import Endpoint
+from xds_control.discovery import Endpoint, endpoint_source
 from xds_control.errors import ConfigError, DiscoveryError
 
 A, B = "GPU-aaaa-1111", "GPU-bbbb-2222"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from xds_control.config import parse_config
-from xds_control.control.engine_state import (
+from xds_control.control.warm_start import (
     EngineState,
     config_hash,
     decode_state,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xds_control.config import DEFAULT_GROUP, Config, parse_config
-from xds_control.control import fleet_version, reconcile_groups, reconcile_once
+from xds_control.control import ReconcileInputs, fleet_version, reconcile_groups, reconcile_once
 from xds_control.discovery import Endpoint, to_endpoints
 
 POOLS_AND_LISTENERS = """
@@ -30,8 +30,8 @@ def endpoints_of(config: Config) -> dict[str, tuple[Endpoint, ...]]:
 
 def test_without_groups_one_default_group_with_reconcile_onces_version() -> None:
     config = parse_config(text=POOLS_AND_LISTENERS)
-    snapshots = reconcile_groups(config=config, endpoints=endpoints_of(config), weights={})
-    alone = reconcile_once(config=config, endpoints=endpoints_of(config), weights={})
+    snapshots = reconcile_groups(ReconcileInputs(config=config, endpoints=endpoints_of(config)))
+    alone = reconcile_once(ReconcileInputs(config=config, endpoints=endpoints_of(config)))
     assert list(snapshots) == [DEFAULT_GROUP]
     assert snapshots[DEFAULT_GROUP].version == alone.version
     assert fleet_version(snapshots) == alone.version
@@ -39,7 +39,7 @@ def test_without_groups_one_default_group_with_reconcile_onces_version() -> None
 
 def test_each_group_gets_its_listeners_and_the_pools_they_route_to() -> None:
     config = parse_config(text=POOLS_AND_LISTENERS + GROUPS)
-    snapshots = reconcile_groups(config=config, endpoints=endpoints_of(config), weights={})
+    snapshots = reconcile_groups(ReconcileInputs(config=config, endpoints=endpoints_of(config)))
     edge, team = snapshots["edge"], snapshots["team"]
     assert set(edge.listeners.resources) == {"edge"}
     assert set(edge.clusters.resources) == {"chat", "code"}
@@ -51,12 +51,12 @@ def test_each_group_gets_its_listeners_and_the_pools_they_route_to() -> None:
 
 def test_a_group_version_is_a_content_hash_of_that_group_only() -> None:
     config = parse_config(text=POOLS_AND_LISTENERS + GROUPS)
-    before = reconcile_groups(config=config, endpoints=endpoints_of(config), weights={})
+    before = reconcile_groups(ReconcileInputs(config=config, endpoints=endpoints_of(config)))
     moved = endpoints_of(config)
     moved["chat"] = (Endpoint(address="127.0.0.1:9001", host="127.0.0.1", port=9001, weight=10),)
-    after = reconcile_groups(config=config, endpoints=moved, weights={})
+    after = reconcile_groups(ReconcileInputs(config=config, endpoints=moved))
     assert after["edge"].version != before["edge"].version  # edge serves chat
     assert after["team"].version == before["team"].version  # team does not
-    again = reconcile_groups(config=config, endpoints=moved, weights={})
+    again = reconcile_groups(ReconcileInputs(config=config, endpoints=moved))
     assert {g: s.version for g, s in again.items()} == {g: s.version for g, s in after.items()}
     assert fleet_version(after) != fleet_version(before)

@@ -9,17 +9,18 @@ from pathlib import Path
 
 from decisions import steady_decision
 from xds_control.config import Config, parse_config
-from xds_control.control.engine_state import (
+from xds_control.control.warm_start import (
     EngineState,
+    WarmStart,
     config_hash,
     decode_state,
     encode_state,
     save_state,
 )
-from xds_control.control.warm_start import WarmStart
 from xds_control.control.weigher import Weigher
 from xds_control.engine import WeightDecision
 from xds_control.engine.pools import PoolWeight
+from xds_control.errors import SignalError
 from xds_control.signals import Sample, Target
 
 
@@ -27,7 +28,7 @@ class NoSource:
     """A configured source that has answered nothing yet (the engine is on)."""
 
     async def fetch(self, targets: Iterable[Target]) -> Mapping[str, Sample]:
-        return {}
+        raise SignalError("not answered yet")
 
 
 def _config(state_file: Path) -> Config:
@@ -99,9 +100,12 @@ async def test_a_resumed_engine_publishes_the_saved_pool_weights(tmp_path: Path)
     weigher = Weigher(prometheus=NoSource(), scrape=None)
     warm = WarmStart(weigher=weigher, config_path=tmp_path / "config.yaml", clock=lambda: 1005.0)
     await warm.resume(config)
-    assert weigher.pool_weights(config) == {"gw": {"split": {"a": 100, "b": 35}}}
-    weights = warm.weights(config=config, endpoints={})
+    weights = await warm.weigh(config=config, endpoints={})
     assert weights is not None
-    assert {a: w.weight for a, w in weights.items()} == {"127.0.0.1:8001": 90, "127.0.0.1:8002": 70}
+    assert weights.pools == {"gw": {"split": {"a": 100, "b": 35}}}
+    assert {a: w.weight for a, w in weights.endpoints.items()} == {
+        "127.0.0.1:8001": 90,
+        "127.0.0.1:8002": 70,
+    }
     # The next cycle smooths from the saved pool weights, not from nothing.
     assert weigher.view().routes["gw/split"]["b"].smoothed == 35.4

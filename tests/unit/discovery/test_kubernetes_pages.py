@@ -22,7 +22,7 @@ def test_pages_gather_until_no_continue_token() -> None:
     assert pages.add(page(["a", "b"], token="t1")) == "t1"
     assert pages.add(page(["c"], token="")) is None  # an empty token is the last page
     listing = pages.listing()
-    assert sorted(listing.slices) == ["a", "b", "c"]
+    assert sorted(listing.items) == ["a", "b", "c"]
     assert listing.resource_version == "7"
 
 

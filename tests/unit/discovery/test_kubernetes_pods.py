@@ -4,10 +4,20 @@ slice's labels."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from structlog.testing import capture_logs
+
+from xds_control.config import Engine, KvEventPorts, Pool, engine_of
 from xds_control.config.devices import Device
-from xds_control.discovery.kubernetes_pods import PodFacts, PodRef, pod_facts, pod_ref
+from xds_control.discovery.kubernetes_pods import (
+    PodFacts,
+    PodRef,
+    label_facts,
+    pod_facts,
+    pod_ref,
+)
 from xds_control.discovery.kubernetes_slices import slice_endpoints, slice_pods
 
 UID = "6f1c-uid"
@@ -73,3 +83,57 @@ def test_the_pods_facts_override_the_slices_labels_where_it_states_them() -> Non
     )
     assert (without.engine, without.batch_slots, without.device) == ("vllm", 64, None)
     assert slice_pods(item) == (PodRef("llm", "vllm-0", UID),)
+
+
+def test_the_pods_engine_label_is_authoritative_over_the_slices() -> None:
+    pod = a_pod({"xds-control.io/engine": "triton"})
+    (endpoint,) = slice_endpoints(
+        a_slice(entry("10.0.0.1", POD_REF)), port="http", weight=10, pods={UID: pod_facts(pod)}
+    )
+    assert endpoint.engine is Engine.TRITON
+
+
+def test_an_unknown_engine_label_is_warned_once_and_the_pools_engine_is_used() -> None:
+    pod = a_pod({"xds-control.io/engine": "tgi-unknown"})
+    with capture_logs() as logs:
+        for _ in range(3):
+            (endpoint,) = slice_endpoints(
+                a_slice(entry("10.0.0.1", POD_REF)),
+                port="http",
+                weight=10,
+                pods={UID: pod_facts(pod)},
+            )
+    # The pod names no engine this control plane knows: the slice's label (vllm) stays.
+    assert endpoint.engine is Engine.VLLM
+    warned = [e for e in logs if e.get("value") == "tgi-unknown"]
+    assert len(warned) == 1
+    assert warned[0]["log_level"] == "warning"
+    # With no label anywhere, the endpoint names none, and the pool's engine applies.
+    assert label_facts({"xds-control.io/engine": "tgi-unknown"}).engine is None
+    assert engine_of(Pool(name="p", engine=Engine.SGLANG), replace(endpoint, engine=None)) is (
+        Engine.SGLANG
+    )
+
+
+def test_kv_event_ports_from_annotations_else_named_container_ports() -> None:
+    annotated = a_pod(
+        {}, {"xds-control.io/kv-events-port": "6557", "xds-control.io/kv-replay-port": "6558"}
+    )
+    assert pod_facts(annotated).kv_events == KvEventPorts(port=6557, replay_port=6558)
+    named = a_pod({})
+    named["spec"] = {
+        "containers": [
+            {"name": "vllm", "ports": [{"name": "http", "containerPort": 8000}]},
+            {"name": "side", "ports": [{"name": "kv-events", "containerPort": 5557}]},
+        ]
+    }
+    assert pod_facts(named).kv_events == KvEventPorts(port=5557)
+    typo = a_pod({}, {"xds-control.io/kv-events-port": "55x7"})
+    assert pod_facts(typo).kv_events is None
+    slices = slice_endpoints(
+        a_slice(entry("10.0.0.1", POD_REF)),
+        port="http",
+        weight=10,
+        pods={UID: pod_facts(annotated)},
+    )
+    assert slices[0].kv_events == KvEventPorts(port=6557, replay_port=6558)

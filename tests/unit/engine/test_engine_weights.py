@@ -124,7 +124,7 @@ def _single(pool: Pool, **values: float) -> int:
     e = endpoint(1)
     other = endpoint(2)
     samples = {
-        e.address: sample(e.address, decode_step_s=0.02, **values),
+        e.address: sample(e.address, failures=0, decode_step_s=0.02, **values),  # values: signals
         other.address: sample(other.address, decode_step_s=0.02),
     }
     return run(pool, [e, other], samples)[e.address].weight

@@ -91,9 +91,18 @@ smoothed = st.floats(min_value=0, max_value=100)
     waited=st.floats(min_value=0, max_value=100),
     max_step=st.integers(min_value=1, max_value=100),
     quantum=st.integers(min_value=1, max_value=50),
+    mean=smoothed,
+    spread=st.floats(min_value=0, max_value=1e4),
 )
 def test_a_published_weight_moves_at_most_max_step_and_stays_in_1_to_100(
-    published: int, candidate_before: int, value: float, waited: float, max_step: int, quantum: int
+    published: int,
+    candidate_before: int,
+    value: float,
+    waited: float,
+    max_step: int,
+    quantum: int,
+    mean: float,
+    spread: float,
 ) -> None:
     policy = WeightPolicy(max_step=max_step, quantum=quantum)
     out = publish(
@@ -101,6 +110,10 @@ def test_a_published_weight_moves_at_most_max_step_and_stays_in_1_to_100(
         published=col(published),
         candidate_before=col(candidate_before),
         candidate_since=col(0.0),
+        mean_before=col(mean),
+        spread_before=col(spread),
+        measured=np.array([True]),
+        alpha=col(0.05),
         now=waited,
         policy=policy,
     )
@@ -116,6 +129,10 @@ def test_a_first_publication_takes_the_candidate_at_once() -> None:
         published=col(float("nan")),
         candidate_before=col(float("nan")),
         candidate_since=col(float("nan")),
+        mean_before=col(float("nan")),
+        spread_before=col(float("nan")),
+        measured=np.array([True]),
+        alpha=col(0.05),
         now=7.0,
         policy=WeightPolicy(quantum=5),
     )

@@ -7,16 +7,20 @@ import json
 import logging
 from collections.abc import Mapping
 
+import pytest
 import structlog
 import structlog.testing
 import yaml
+from envoy.config.core.v3 import base_pb2
+from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2 as ext_proc_mode
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext
+from google.protobuf import struct_pb2
 from prometheus_client import REGISTRY
 
 from xds_control.config import Config, parse_config
 from xds_control.discovery import Endpoint
 from xds_control.picker import Fleet, Picker
-from xds_control.picker.service import answer
+from xds_control.picker.service import Exchange
 
 
 def _picks(outcome: str) -> float:
@@ -77,13 +81,13 @@ def _body_message(body: bytes) -> ext.ProcessingRequest:
 
 def test_answer_names_the_servers_in_header_and_metadata() -> None:
     picker = _State(_config({"address": "127.0.0.1:9100", "fallbacks": 1}), [10, 10, 10]).picker()
-    headers = answer(
-        picker, pool="chat", request=ext.ProcessingRequest(request_headers=ext.HttpHeaders())
+    [headers] = Exchange(picker, pool="chat").on(
+        ext.ProcessingRequest(request_headers=ext.HttpHeaders())
     )
     assert headers.WhichOneof("response") == "request_headers"
     assert not headers.request_headers.response.HasField("header_mutation")
 
-    response = answer(picker, pool="chat", request=_body_message(_body("be brief")))
+    [response] = Exchange(picker, pool="chat").on(_body_message(_body("be brief")))
     [option] = response.request_body.response.header_mutation.set_headers
     assert option.header.key == "x-gateway-destination-endpoint"
     named = option.header.raw_value.decode().split(",")
@@ -102,7 +106,7 @@ def test_no_pick_when_there_is_nothing_to_pick_on() -> None:
         ("other", _body("be brief")),  # not a picker pool
         ("", _body("be brief")),  # no pool in the stream's metadata
     ]:
-        response = answer(picker, pool=pool, request=_body_message(body))
+        [response] = Exchange(picker, pool=pool).on(_body_message(body))
         assert response.WhichOneof("response") == "request_body"
         assert not response.request_body.response.HasField("header_mutation"), pool
         assert not response.HasField("dynamic_metadata")
@@ -116,7 +120,7 @@ def test_a_failing_pick_is_no_pick() -> None:
 
     picker = Picker(fleet=Fleet(config=broken, endpoints=dict, decisions=dict))
     errors = _picks("error")
-    response = answer(picker, pool="chat", request=_body_message(_body("be brief")))
+    [response] = Exchange(picker, pool="chat").on(_body_message(_body("be brief")))
     assert _picks("error") == errors + 1
     assert response.WhichOneof("response") == "request_body"
     assert not response.request_body.response.HasField("header_mutation")
@@ -178,3 +182,163 @@ def test_the_debug_log_explains_a_pick_with_what_the_ranking_credited() -> None:
     assert pick["cached"] == {}
     assert pick["chosen"] == chosen
     assert set(pick["cost"]) == set(ADDRESSES)
+
+
+def _hint(addresses: list[str]) -> base_pb2.Metadata:
+    """The gateway's subset hint, as a GIE gateway sets it in ``metadata_context``."""
+    hint = struct_pb2.Struct()
+    hint.fields["x-gateway-destination-endpoint-subset"].list_value.extend(addresses)
+    return base_pb2.Metadata(filter_metadata={"envoy.lb.subset_hint": hint})
+
+
+def _named(response: ext.ProcessingResponse) -> list[str]:
+    [option] = response.request_body.response.header_mutation.set_headers
+    return str(option.header.raw_value.decode()).split(",")
+
+
+def _headers(metadata: base_pb2.Metadata | None = None) -> ext.ProcessingRequest:
+    message = ext.ProcessingRequest(request_headers=ext.HttpHeaders())
+    if metadata is not None:
+        message.metadata_context.CopyFrom(metadata)
+    return message
+
+
+def test_a_gateway_stream_names_only_servers_of_its_subset_hint() -> None:
+    picker = _State(_config({"address": "127.0.0.1:9100", "fallbacks": 2}), [10, 10, 10]).picker()
+    for subset in ([ADDRESSES[2]], ADDRESSES[:2]):
+        exchange = Exchange(picker, pool="chat", gateway=True)
+        exchange.on(_headers(_hint(subset)))
+        [response] = exchange.on(_body_message(_body("be brief")))
+        assert set(_named(response)) == set(subset)
+
+
+def test_a_gateway_is_told_503_when_there_is_no_server_to_name() -> None:
+    state = _State(_config({"address": "127.0.0.1:9100"}), [10, 10, 10])
+    picker = state.picker()
+    cases = {
+        "empty subset": ("chat", _hint([])),
+        "subset of strangers": ("chat", _hint(["10.9.9.9:8000"])),
+        "no pool at the address": ("", None),
+    }
+    for case, (pool, metadata) in cases.items():
+        exchange = Exchange(picker, pool=pool, gateway=True)
+        exchange.on(_headers(metadata))
+        [response] = exchange.on(_body_message(_body("be brief")))
+        assert response.WhichOneof("response") == "immediate_response", case
+        assert response.immediate_response.status.code == 503, case
+    # Envoy as xds-control configures it fails open instead: no answer, MAGLEV decides.
+    ours = Exchange(picker, pool="chat")
+    ours.on(_headers(_hint([])))
+    [response] = ours.on(_body_message(_body("be brief")))
+    assert response.WhichOneof("response") == "request_body"
+    assert not response.request_body.response.HasField("header_mutation")
+
+
+def _response_headers(served: str) -> ext.ProcessingRequest:
+    """The response headers' message naming ``served`` as the protocol does (``envoy.lb``)."""
+    message = ext.ProcessingRequest(response_headers=ext.HttpHeaders())
+    lb = message.metadata_context.filter_metadata["envoy.lb"]
+    lb.fields["x-gateway-destination-endpoint-served"].string_value = served
+    return message
+
+
+def _served(where: str) -> float:
+    labels = {"pool": "chat", "where": where}
+    return REGISTRY.get_sample_value("xds_control_picker_served_total", labels) or 0.0
+
+
+LONG = "You are a careful assistant; answer in full sentences. " * 8
+"""A system prompt of several of the index's blocks."""
+
+
+@pytest.mark.parametrize("by", ["gateway", "ours"])
+def test_the_served_endpoint_ends_the_prefill_and_holds_the_prompt(by: str) -> None:
+    picker = _State(_config({"address": "127.0.0.1:9100", "fallbacks": 2}), [10, 10, 10]).picker()
+    exchange = Exchange(picker, pool="chat", gateway=by == "gateway")
+    exchange.on(_headers())
+    [picked] = exchange.on(_body_message(_body(LONG)))
+    first, _, third = _named(picked)
+    assert set(picker.open_tokens("chat")) == {first}
+    elsewhere = _served("elsewhere")
+
+    [answer] = exchange.on(_response_headers(third))  # Envoy went down the list
+
+    assert answer.WhichOneof("response") == "response_headers"
+    assert not answer.response_headers.HasField("response")  # the response passes unchanged
+    assert picker.open_tokens("chat") == {}  # the first byte: its prefill is over
+    assert _served("elsewhere") == elsewhere + 1
+    exchange.end()
+    # The prompt is where it served: a request for it that may not go to the first pick
+    # (the gateway's subset hint) finds it held there.
+    held = _picks("held")
+    again = Exchange(picker, pool="chat", gateway=True)
+    again.on(_headers(_hint([a for a in ADDRESSES if a != first])))
+    [repeat] = again.on(_body_message(_body(LONG)))
+    assert _named(repeat)[0] == third
+    assert _picks("held") == held + 1
+
+
+def test_a_request_served_where_picked_counts_as_picked() -> None:
+    picker = _State(_config({"address": "127.0.0.1:9100"}), [10, 10, 10]).picker()
+    exchange = Exchange(picker, pool="chat")
+    [picked] = exchange.on(_body_message(_body("be brief")))
+    before = _served("picked")
+    exchange.on(_response_headers("-"))  # Envoy's word for no upstream: nothing reported
+    assert _served("picked") == before
+    assert set(picker.open_tokens("chat")) == {_named(picked)[0]}
+    exchange.on(_response_headers(_named(picked)[0]))
+    assert _served("picked") == before + 1
+    assert picker.open_tokens("chat") == {}
+
+
+def _duplex(message: ext.ProcessingRequest) -> ext.ProcessingRequest:
+    """``message`` as the first of a stream whose body comes FULL_DUPLEX_STREAMED."""
+    message.protocol_config.request_body_mode = ext_proc_mode.ProcessingMode.FULL_DUPLEX_STREAMED
+    return message
+
+
+def test_a_streamed_body_is_picked_once_whole_and_given_back() -> None:
+    picker = _State(_config({"address": "127.0.0.1:9100", "fallbacks": 1}), [10, 10, 10]).picker()
+    body = _body("be brief")
+    exchange = Exchange(picker, pool="chat", gateway=True)
+    assert exchange.on(_duplex(_headers())) == []  # held until the body is whole
+    pieces = [body[:7], body[7:20], body[20:]]
+    for piece in pieces[:-1]:
+        chunk = ext.ProcessingRequest(request_body=ext.HttpBody(body=piece))
+        assert exchange.on(chunk) == []
+    last = ext.ProcessingRequest(request_body=ext.HttpBody(body=pieces[-1], end_of_stream=True))
+    headers, returned = exchange.on(last)
+    assert headers.WhichOneof("response") == "request_headers"
+    [option] = headers.request_headers.response.header_mutation.set_headers
+    named = option.header.raw_value.decode().split(",")
+    assert len(named) == 2
+    assert set(named) <= set(ADDRESSES)
+    lb = headers.dynamic_metadata.fields["envoy.lb"].struct_value
+    assert lb.fields["x-gateway-destination-endpoint"].string_value == ",".join(named)
+    streamed = returned.request_body.response.body_mutation.streamed_response
+    assert (streamed.body, streamed.end_of_stream) == (body, True)
+
+
+def test_a_streamed_body_that_trailers_end_is_given_back_before_them() -> None:
+    picker = _State(_config({"address": "127.0.0.1:9100"}), [10, 10, 10]).picker()
+    body = _body("be brief")
+    exchange = Exchange(picker, pool="chat")
+    exchange.on(_duplex(_headers()))
+    assert exchange.on(ext.ProcessingRequest(request_body=ext.HttpBody(body=body))) == []
+    trailers = ext.ProcessingRequest(request_trailers=ext.HttpTrailers())
+    kinds = [r.WhichOneof("response") for r in exchange.on(trailers)]
+    assert kinds == ["request_headers", "request_body", "request_trailers"]
+
+
+def test_flow_control_counts_only_servers_every_envoy_has_taken() -> None:
+    state = _State(_config({"address": "127.0.0.1:9100", "flow": {}}), [10, 10, 10])
+    fleet = Fleet(config=lambda: state.config, endpoints=lambda: state.endpoints, decisions=dict)
+    delivered: frozenset[str] | None = frozenset()
+    picker = Picker(fleet=fleet, delivered=lambda pool: delivered)
+    # Three healthy servers, none ACKed by the Envoy asking (scale from zero, EDS on its way):
+    # nothing to dispatch to yet.
+    assert picker.saturated("chat")
+    delivered = frozenset({ADDRESSES[1]})
+    assert not picker.saturated("chat")
+    delivered = None  # no Envoy asks for the pool: the control plane's view decides
+    assert not picker.saturated("chat")

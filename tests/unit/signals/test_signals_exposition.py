@@ -24,6 +24,10 @@ vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.42
 vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {queries}
 # TYPE vllm:prefix_cache_hits counter
 vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}
+# TYPE vllm:prompt_tokens counter
+vllm:prompt_tokens_total{{engine="0",model_name="m"}} {prompt}
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{{engine="0",model_name="m"}} {generated}
 # TYPE vllm:inter_token_latency_seconds histogram
 vllm:inter_token_latency_seconds_bucket{{engine="0",le="0.01",model_name="m"}} 0.0
 vllm:inter_token_latency_seconds_bucket{{engine="0",le="+Inf",model_name="m"}} {itl_n}
@@ -46,7 +50,7 @@ process_start_time_seconds 1.7e9
 
 def vllm(**kw: float) -> str:
     values = {"queries": 100, "hits": 50, "itl_n": 1000, "itl_sum": 20.0,
-              "t05": 10, "t1": 20, "tn": 40} | kw  # fmt: skip
+              "t05": 10, "t1": 20, "tn": 40, "prompt": 100, "generated": 1000} | kw  # fmt: skip
     return VLLM.format(**values)
 
 
@@ -62,13 +66,25 @@ def test_vllm_gauges_and_dcgm_memory() -> None:
 def test_rates_between_two_scrapes() -> None:
     old = parse_exposition(vllm(), engine=Engine.VLLM)
     new = parse_exposition(
-        vllm(queries=200, hits=130, itl_n=2000, itl_sum=45.0, t05=20, t1=50, tn=80),
+        vllm(
+            queries=200,
+            hits=130,
+            itl_n=2000,
+            itl_sum=45.0,
+            t05=20,
+            t1=50,
+            tn=80,
+            prompt=200,
+            generated=1100,
+        ),
         engine=Engine.VLLM,
     )
     out = derive(old=old, new=new, ttft_slo_s=1.0)
     assert out is not None
     assert out[Signal.PREFIX_HIT_RATIO] == pytest.approx(0.8)
     assert out[Signal.DECODE_STEP_S] == pytest.approx(0.025)
+    # 100 prompt tokens, 80 of them prefix-cache hits: 20 prefilled for 100 output tokens.
+    assert out[Signal.PREFILL_RATIO] == pytest.approx(0.2)
     assert out[Signal.SLO_TTFT] == pytest.approx(30 / 40)
     # Between bounds: 0.75 s is half-way from 0.5 (10 new) to 1.0 (30 new) -> 20 of 40.
     assert derive(old=old, new=new, ttft_slo_s=0.75)[Signal.SLO_TTFT] == pytest.approx(0.5)  # type: ignore[index]
@@ -141,3 +157,18 @@ def test_merge_keeps_the_freshest_reading_per_signal() -> None:
     assert merged.value(Signal.SLO_TTFT) == 0.9
     assert merged.age(Signal.SLO_TTFT, now=15.0) == 5.0
     assert merged.readings[Signal.WAITING].source == "scrape"
+
+
+def test_triton_compute_per_execution_is_not_a_decode_step() -> None:
+    def text(us: float, execs: float) -> str:
+        return (
+            "# TYPE nv_inference_compute_infer_duration_us counter\n"
+            f'nv_inference_compute_infer_duration_us{{model="m",version="1"}} {us}\n'
+            "# TYPE nv_inference_exec_count counter\n"
+            f'nv_inference_exec_count{{model="m",version="1"}} {execs}\n'
+        )
+
+    old = parse_exposition(text(1e6, 10), engine=Engine.TRITON)
+    new = parse_exposition(text(4e6, 12), engine=Engine.ONNXRUNTIME)
+    # 3 s of compute over 2 executions: a whole request each.
+    assert derive(old=old, new=new, ttft_slo_s=1.0) == {Signal.EXEC_COMPUTE_S: 1.5}

@@ -25,9 +25,14 @@ def test_every_query_aggregates_by_the_endpoint_label_and_has_no_placeholders(
         # DCGM keeps its own mapping (default instance); engine series use `pod`.
         label = "instance" if query.mapping.label == "instance" else "pod"
         assert f"by({label})" in query.promql
-    assert {Signal.WAITING, Signal.KV_USAGE, Signal.DECODE_STEP_S, Signal.GPU_MEMORY_USED} <= set(
-        queries
+    # vLLM and SGLang time a decode step; Triton and ONNX Runtime compute per execution.
+    timing = (
+        Signal.EXEC_COMPUTE_S
+        if engine in (Engine.TRITON, Engine.ONNXRUNTIME)
+        else (Signal.DECODE_STEP_S)
     )
+    assert {Signal.WAITING, Signal.KV_USAGE, timing, Signal.GPU_MEMORY_USED} <= set(queries)
+    assert (Signal.DECODE_STEP_S in queries) is (timing is Signal.DECODE_STEP_S)
 
 
 def test_real_exporter_metric_names_are_used() -> None:

@@ -76,3 +76,21 @@ def test_fault_assignments_from_the_command_line() -> None:
         parse_fault_assignments(["error_rate=2"])
     with pytest.raises(ValidationError):
         parse_fault_assignments(["explode=1"])
+
+
+def test_kv_events_are_off_unless_asked_and_a_group_spreads_its_ports(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "servers: [{name: a, profile: vllm-h100}]\n"
+        "groups: [{profile: vllm-a100, count: 2,"
+        " kv_events: {port: 7000, replay_port: 7100, layout: vllm-0.9}}]\n"
+    )
+    plain, *group = load_fleet(fleet).all_servers()
+    assert plain.kv_events is None
+    assert [(s.kv_events.port, s.kv_events.replay_port) for s in group if s.kv_events] == [
+        (7000, 7100),
+        (7001, 7101),
+    ]
+    fleet.write_text("servers: [{name: a, profile: vllm-h100, kv_events: {layout: vllm-0.1}}]")
+    with pytest.raises(ConfigError, match="layout"):
+        load_fleet(fleet)

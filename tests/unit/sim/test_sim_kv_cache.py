@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xds_lab.sim.kv_cache import KvCache
+from xds_lab.sim.kv_cache import Allocation, KvCache
 from xds_lab.sim.tokens import block_hashes, chat_tokens, text_tokens
 
 
@@ -89,7 +89,7 @@ def test_accounting_never_exceeds_capacity_and_returns_to_zero(
     ops: list[tuple[int, int, int, bool]],
 ) -> None:
     cache = KvCache(20)
-    held = []
+    held: list[Allocation] = []
     for prefix, blocks, extra, release_first in ops:
         if release_first and held:
             cache.release(held.pop(0))
@@ -102,3 +102,36 @@ def test_accounting_never_exceeds_capacity_and_returns_to_zero(
     for alloc in held:
         cache.release(alloc)
     assert cache.used_blocks == 0
+
+
+def test_events_name_each_new_run_of_blocks_each_eviction_and_a_clear() -> None:
+    cache = KvCache(6, events=True)
+    a = _prompt("a", 64)  # 4 blocks
+    tokens = list(range(64))
+    first = cache.allocate(a, total_blocks=4, max_hit_blocks=3, token_ids=tokens)
+    assert first is not None
+    (stored,) = cache.take_events()
+    assert stored[0] == "stored"
+    assert stored[2] is None  # the prompt's first block: no parent
+    assert len(stored[1]) == 4
+    assert stored[3] == tokens
+    cache.release(first)
+    # The same prefix again: the three reusable blocks are hits, the fourth is cached already.
+    again = cache.allocate(a, total_blocks=4, max_hit_blocks=3, token_ids=tokens)
+    assert again is not None
+    assert cache.take_events() == []
+    cache.release(again)
+    # Another prompt needs 4 of 6 blocks: two of a's are evicted, least recently used first.
+    b = cache.allocate(_prompt("b", 64), total_blocks=4, max_hit_blocks=3, token_ids=tokens)
+    assert b is not None
+    removed, stored_b = cache.take_events()
+    assert removed == ("removed", [h & ((1 << 64) - 1) for h in a[:2]])
+    assert stored_b[0] == "stored"
+    cache.clear()
+    assert cache.take_events() == [("cleared",)]
+
+
+def test_no_events_unless_asked() -> None:
+    cache = KvCache(6)
+    assert cache.allocate(_prompt("a", 64), total_blocks=4, max_hit_blocks=3) is not None
+    assert cache.take_events() == []

@@ -256,7 +256,7 @@ def test_settings_render_every_byte_safely() -> None:
 
 
 FINITE = st.floats(allow_nan=False, allow_infinity=False)  # JSON has no NaN or Infinity
-TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60)
+TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=60)
 
 
 @settings(max_examples=150, deadline=None)

@@ -10,6 +10,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 
 from xds_control.config import Config, parse_config
+from xds_control.config.model import STREAMED_TRY_IDLE_S
 from xds_control.xds import build_cluster, build_listener, build_route_configuration
 
 CONFIG = """
@@ -26,6 +27,7 @@ listeners:
       - name: long-code
         pool: long
         match: {prompt_tokens: {min: 2000}, keywords: [Def]}
+        retry: null
       - {name: chat, pool: fast, match: {stream: false, max_tokens: {max: 100}}}
       - name: split
         pools: [{name: long, weight: 3}, {name: fast}]
@@ -115,7 +117,7 @@ def test_retries_go_to_another_host_and_idle_timeouts_are_per_route() -> None:
     routes = table.virtual_hosts[0].routes
     retry = routes[2].route.retry_policy
     assert retry.retry_on == "connect-failure,refused-stream,reset"
-    assert retry.num_retries.value == 1
+    assert retry.num_retries.value == 2
     assert [p.name for p in retry.retry_host_predicate] == [
         "envoy.retry_host_predicates.previous_hosts"
     ]
@@ -124,6 +126,45 @@ def test_retries_go_to_another_host_and_idle_timeouts_are_per_route() -> None:
     assert not routes[0].route.HasField("idle_timeout")
     assert not routes[0].route.HasField("retry_policy")
     assert list(routes[3].route.retry_policy.retry_host_predicate) == []
+
+
+STREAMED = """
+pools: [{name: p, endpoints: [{address: 127.0.0.1:8001}]}]
+listeners:
+  - name: gateway
+    address: 127.0.0.1:10000
+    classify: {}
+    routes:
+      - {name: streamed, pool: p, match: {stream: true}}
+      - name: tuned
+        pool: p
+        match: {stream: true, max_tokens: {max: 100}}
+        retry: {per_try_timeout_s: 20, per_try_idle_timeout_s: 5, num_retries: 1}
+      - {name: silent, pool: p, match: {stream: true}, retry: {per_try_idle_timeout_s: 0}}
+      - {name: whole, pool: p, match: {stream: false}}
+      - {name: default, pool: p}
+"""
+
+
+def test_every_route_retries_by_default_and_a_streamed_one_bounds_each_try() -> None:
+    config = parse_config(text=STREAMED)
+    table = build_route_configuration(config.listeners[0], model_header=config.model_header)
+    policies = {r.name: r.route.retry_policy for r in table.virtual_hosts[0].routes}
+    for policy in policies.values():
+        assert policy.retry_on == "connect-failure,refused-stream,reset"
+        assert [p.name for p in policy.retry_host_predicate] == [
+            "envoy.retry_host_predicates.previous_hosts"
+        ]
+    assert policies["streamed"].num_retries.value == 2
+    # Only a route of streamed requests gets a first-token bound by default: a non-streamed
+    # response is silent until done, and a request the classifier could not read is either.
+    assert policies["streamed"].per_try_idle_timeout.seconds == STREAMED_TRY_IDLE_S
+    for name in ("whole", "default", "silent"):
+        assert not policies[name].HasField("per_try_idle_timeout"), name
+    assert not any(p.HasField("per_try_timeout") for n, p in policies.items() if n != "tuned")
+    tuned = policies["tuned"]
+    assert (tuned.per_try_timeout.seconds, tuned.per_try_idle_timeout.seconds) == (20, 5)
+    assert tuned.num_retries.value == 1
 
 
 def test_pools_bound_retries_by_a_budget_unless_told_otherwise() -> None:

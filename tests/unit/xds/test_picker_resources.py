@@ -7,7 +7,9 @@ from __future__ import annotations
 import yaml
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
+from envoy.config.route.v3 import route_pb2
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2, processing_mode_pb2
+from envoy.extensions.filters.http.header_to_metadata.v3 import header_to_metadata_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
 )
@@ -15,8 +17,8 @@ from envoy.extensions.load_balancing_policies.maglev.v3 import maglev_pb2
 from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
 
 from xds_control.config import Config, parse_config
-from xds_control.control.reconcile import reconcile_once
-from xds_control.xds.picker import PICKER_FILTER, picker_cluster_name
+from xds_control.control import ReconcileInputs, reconcile_once
+from xds_control.xds.picker import PICKER_FILTER, SERVED_FILTER, picker_cluster_name
 
 
 def _config(*, picker: bool) -> Config:
@@ -36,16 +38,21 @@ def _config(*, picker: bool) -> Config:
     return parse_config(text=yaml.safe_dump({"pools": [chat, other], "listeners": [listener]}))
 
 
+def _table(config: Config) -> route_pb2.RouteConfiguration:
+    snapshot = reconcile_once(ReconcileInputs(config=config, endpoints={}))
+    [table] = [p.message for p in snapshot.route_configs.resources.values()]
+    return table
+
+
 def _resources(
     config: Config,
 ) -> tuple[dict[str, cluster_pb2.Cluster], hcm.HttpConnectionManager, dict[str, rc.Route]]:
-    snapshot = reconcile_once(config=config, endpoints={}, weights={})
+    snapshot = reconcile_once(ReconcileInputs(config=config, endpoints={}))
     clusters = {p.name: p.message for p in snapshot.clusters.resources.values()}
     [listener] = [p.message for p in snapshot.listeners.resources.values()]
     manager = hcm.HttpConnectionManager()
     listener.filter_chains[0].filters[0].typed_config.Unpack(manager)
-    [table] = [p.message for p in snapshot.route_configs.resources.values()]
-    routes = {r.name: r for r in table.virtual_hosts[0].routes}
+    routes = {r.name: r for r in _table(config).virtual_hosts[0].routes}
     return clusters, manager, routes
 
 
@@ -75,14 +82,25 @@ def test_picker_pool_balances_by_override_host_with_its_maglev_as_fallback() -> 
 def test_the_filter_fails_open_and_runs_only_on_picker_routes() -> None:
     _, manager, routes = _resources(_config(picker=True))
     names = [f.name for f in manager.http_filters]
-    assert names[-2:] == [PICKER_FILTER, "envoy.filters.http.router"]
+    assert names[-3:] == [PICKER_FILTER, SERVED_FILTER, "envoy.filters.http.router"]
     processor = ext_proc_pb2.ExternalProcessor()
-    manager.http_filters[-2].typed_config.Unpack(processor)
+    manager.http_filters[-3].typed_config.Unpack(processor)
     assert processor.failure_mode_allow
     assert processor.message_timeout.ToMilliseconds() == 40
     mode = processing_mode_pb2.ProcessingMode
     assert processor.processing_mode.request_header_mode == mode.SEND
     assert processor.processing_mode.request_body_mode == mode.BUFFERED_PARTIAL
+    # The response's headers go too, with the endpoint that served in envoy.lb.
+    assert processor.processing_mode.response_header_mode == mode.SEND
+    assert processor.processing_mode.response_body_mode == mode.NONE
+    assert list(processor.metadata_options.forwarding_namespaces.untyped) == ["envoy.lb"]
+    rule = header_to_metadata_pb2.Config()
+    manager.http_filters[-2].typed_config.Unpack(rule)
+    [served] = rule.response_rules
+    assert (served.header, served.remove) == ("x-gateway-destination-endpoint-served", True)
+    assert served.on_header_present.metadata_namespace == "envoy.lb"
+    [added] = _table(_config(picker=True)).response_headers_to_add
+    assert (added.header.key, added.header.value) == (served.header, "%UPSTREAM_REMOTE_ADDRESS%")
 
     chat, other = ext_proc_pb2.ExtProcPerRoute(), ext_proc_pb2.ExtProcPerRoute()
     routes["c"].typed_per_filter_config[PICKER_FILTER].Unpack(chat)
@@ -90,10 +108,63 @@ def test_the_filter_fails_open_and_runs_only_on_picker_routes() -> None:
     assert other.disabled
     [metadata] = chat.overrides.grpc_initial_metadata
     assert (metadata.key, metadata.value) == ("x-xds-control-pool", "chat")
+    assert not chat.overrides.HasField("failure_mode_allow")  # the filter's: fail open
+
+
+def test_a_pool_that_fails_closed_turns_failing_open_off_on_its_own_routes_only() -> None:
+    data = yaml.safe_load(_config(picker=True).model_dump_json(exclude_defaults=True))
+    data["pools"][0]["picker"]["fail_open"] = False
+    _, manager, routes = _resources(Config.model_validate(data))
+    processor = ext_proc_pb2.ExternalProcessor()
+    manager.http_filters[-3].typed_config.Unpack(processor)
+    assert processor.failure_mode_allow  # the listener's other pools still fail open
+    chat = ext_proc_pb2.ExtProcPerRoute()
+    routes["c"].typed_per_filter_config[PICKER_FILTER].Unpack(chat)
+    assert chat.overrides.HasField("failure_mode_allow")
+    assert not chat.overrides.failure_mode_allow.value
 
 
 def test_without_pickers_nothing_changes() -> None:
     clusters, manager, routes = _resources(_config(picker=False))
     assert set(clusters) == {"chat", "other"}
     assert PICKER_FILTER not in [f.name for f in manager.http_filters]
+    assert SERVED_FILTER not in [f.name for f in manager.http_filters]
     assert all(not r.typed_per_filter_config for r in routes.values())
+    assert not _table(_config(picker=False)).response_headers_to_add
+
+
+def test_behind_the_classifier_and_limits_every_class_route_asks_the_picker() -> None:
+    data = yaml.safe_load(_config(picker=True).model_dump_json(exclude_defaults=True))
+    data["listeners"][0]["classify"] = {}
+    data["listeners"][0]["limits"] = {"classes": {"medium": {"rate_per_s": 10}}}
+    _, manager, routes = _resources(Config.model_validate(data))
+    assert [f.name for f in manager.http_filters] == [
+        "envoy.filters.http.lua",
+        "envoy.filters.http.local_ratelimit",
+        PICKER_FILTER,
+        SERVED_FILTER,
+        "envoy.filters.http.router",
+    ]
+    for name, route in routes.items():
+        settings = ext_proc_pb2.ExtProcPerRoute()
+        route.typed_per_filter_config[PICKER_FILTER].Unpack(settings)
+        assert settings.disabled == name.startswith("o/"), name
+
+
+def test_a_route_over_several_pools_asks_the_chosen_pools_picker() -> None:
+    data = yaml.safe_load(_config(picker=True).model_dump_json(exclude_defaults=True))
+    split = {"name": "s", "pools": [{"name": "chat", "weight": 3}, {"name": "other"}]}
+    data["listeners"][0]["routes"] = [split]
+    _, manager, routes = _resources(Config.model_validate(data))
+    assert PICKER_FILTER in [f.name for f in manager.http_filters]
+    route = ext_proc_pb2.ExtProcPerRoute()
+    routes["s"].typed_per_filter_config[PICKER_FILTER].Unpack(route)
+    assert route.disabled  # unless the chosen cluster says otherwise
+    chat, other = routes["s"].route.weighted_clusters.clusters
+    settings = {}
+    for cluster in (chat, other):
+        settings[cluster.name] = ext_proc_pb2.ExtProcPerRoute()
+        cluster.typed_per_filter_config[PICKER_FILTER].Unpack(settings[cluster.name])
+    [metadata] = settings["chat"].overrides.grpc_initial_metadata
+    assert (metadata.key, metadata.value) == ("x-xds-control-pool", "chat")
+    assert settings["other"].disabled

@@ -9,9 +9,10 @@ from typing import Any
 from envoy.config.core.v3 import base_pb2
 
 from xds_control.config import Config, PriorityClass
-from xds_control.control import reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
+from xds_control.limits import Buckets, RouteBucket, bucket_for_rate
 from xds_control.xds import build_route_configuration
-from xds_control.xds.ratelimit import RATE_LIMIT_FILTER, bucket_for_rate
+from xds_control.xds.ratelimit import RATE_LIMIT_FILTER
 
 HIGH = base_pb2.RoutingPriority.HIGH
 
@@ -48,7 +49,7 @@ def test_each_route_becomes_one_route_per_class_with_the_default_last() -> None:
     table = build_route_configuration(
         config.listeners[0],
         model_header="x-model",
-        budgets={"all": {PriorityClass.MEDIUM: bucket}},
+        budgets=Buckets((RouteBucket("default", "gateway", "all", PriorityClass.MEDIUM, bucket),)),
     )
     routes = table.virtual_hosts[0].routes
     assert [r.name for r in routes] == [
@@ -77,7 +78,7 @@ def test_each_route_becomes_one_route_per_class_with_the_default_last() -> None:
 
 
 def test_pools_behind_limits_get_high_priority_circuit_breakers() -> None:
-    snapshot = reconcile_once(config=_config(), endpoints={}, weights={})
+    snapshot = reconcile_once(ReconcileInputs(config=_config(), endpoints={}))
     thresholds = snapshot.clusters.resources["chat"].message.circuit_breakers.thresholds
     assert [(t.priority, t.max_requests.value) for t in thresholds] == [
         (base_pb2.RoutingPriority.DEFAULT, 1024),

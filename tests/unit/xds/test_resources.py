@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 
 from xds_control.config import Config, parse_config
-from xds_control.control import EndpointWeight, reconcile_once
+from xds_control.control import ReconcileInputs, reconcile_once
 from xds_control.discovery import Endpoint, Health, to_endpoints
 from xds_control.errors import SnapshotError
 from xds_control.xds import (
+    EndpointWeight,
     build_cluster,
     build_listener,
     build_load_assignment,
@@ -91,8 +93,9 @@ def test_round_robin_cluster() -> None:
 
 
 def test_load_assignment_weights_in_address_order(config: Config) -> None:
-    snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights={})
+    snapshot = reconcile_once(ReconcileInputs(config=config, endpoints=endpoints_of(config)))
     cla = snapshot.resource_set(urls.ENDPOINT).resources["chat"].message
+    assert isinstance(cla, endpoint_pb2.ClusterLoadAssignment)
     rows = [
         (e.endpoint.address.socket_address.address, e.load_balancing_weight.value)
         for e in cla.endpoints[0].lb_endpoints
@@ -102,8 +105,11 @@ def test_load_assignment_weights_in_address_order(config: Config) -> None:
 
 def test_engine_weights_and_health_override_static(config: Config) -> None:
     weights = {"10.0.0.1:8000": EndpointWeight(77, Health.DRAINING)}
-    snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights=weights)
+    snapshot = reconcile_once(
+        ReconcileInputs(config=config, endpoints=endpoints_of(config), weights=weights)
+    )
     cla = snapshot.resource_set(urls.ENDPOINT).resources["chat"].message
+    assert isinstance(cla, endpoint_pb2.ClusterLoadAssignment)
     first = cla.endpoints[0].lb_endpoints[0]
     assert first.load_balancing_weight.value == 77
     assert first.health_status == 3  # DRAINING
@@ -141,18 +147,20 @@ def test_listener_uses_rds_over_ads(config: Config) -> None:
     assert manager.WhichOneof("route_specifier") == "rds"
     assert manager.rds.config_source.WhichOneof("config_source_specifier") == "ads"
     # ... and name a route configuration the snapshot actually serves.
-    snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights={})
+    snapshot = reconcile_once(ReconcileInputs(config=config, endpoints=endpoints_of(config)))
     served = snapshot.resource_set(urls.ROUTE).resources
     assert list(served) == [manager.rds.route_config_name]
 
 
 def test_versions_are_content_hashes(config: Config) -> None:
     endpoints = endpoints_of(config)
-    one = reconcile_once(config=config, endpoints=endpoints, weights={})
-    two = reconcile_once(config=config, endpoints=endpoints, weights={})
+    one = reconcile_once(ReconcileInputs(config=config, endpoints=endpoints))
+    two = reconcile_once(ReconcileInputs(config=config, endpoints=endpoints))
     assert one.version == two.version
     changed = reconcile_once(
-        config=config, endpoints=endpoints, weights={"10.0.0.1:8000": EndpointWeight(11)}
+        ReconcileInputs(
+            config=config, endpoints=endpoints, weights={"10.0.0.1:8000": EndpointWeight(11)}
+        )
     )
     assert changed.version != one.version
     # Only the endpoint type changed.
@@ -162,7 +170,7 @@ def test_versions_are_content_hashes(config: Config) -> None:
 
 
 def test_prepared_response_parses_with_nonce(config: Config) -> None:
-    snapshot = reconcile_once(config=config, endpoints=endpoints_of(config), weights={})
+    snapshot = reconcile_once(ReconcileInputs(config=config, endpoints=endpoints_of(config)))
     rs = snapshot.resource_set(urls.CLUSTER)
     raw = rs.response(names=sorted(rs.resources), nonce="42")
     response = discovery_pb2.DiscoveryResponse.FromString(raw)
@@ -196,7 +204,7 @@ def test_inconsistent_snapshot_is_refused(config: Config) -> None:
     with pytest.raises(SnapshotError, match="two EDS resources"):
         build_snapshot(
             clusters=[build_cluster(config.pools[0])],
-            load_assignments=[build_load_assignment(cluster="chat", endpoints=[])] * 2,
+            load_assignments=[build_load_assignment(cluster="chat", endpoints=[], weights={})] * 2,
             listeners=[],
             route_configs=[],
         )

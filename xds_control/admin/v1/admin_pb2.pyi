@@ -634,6 +634,7 @@ class ListLimitsResponse(_message.Message):
     CYCLE_FIELD_NUMBER: _builtins.int
     SOURCE_ERROR_FIELD_NUMBER: _builtins.int
     BUDGETS_FIELD_NUMBER: _builtins.int
+    TOKEN_BUDGETS_FIELD_NUMBER: _builtins.int
     enabled: _builtins.bool
     """false: no listener has limits"""
     cycle: _builtins.int
@@ -641,6 +642,10 @@ class ListLimitsResponse(_message.Message):
     """the P99 query's last failure; empty if none"""
     @_builtins.property
     def budgets(self) -> _containers.RepeatedCompositeFieldContainer[Global___Budget]: ...
+    @_builtins.property
+    def token_budgets(self) -> _containers.RepeatedCompositeFieldContainer[Global___TokenBudget]:
+        """the picker's output-token windows"""
+
     def __init__(
         self,
         *,
@@ -648,11 +653,58 @@ class ListLimitsResponse(_message.Message):
         cycle: _builtins.int = ...,
         source_error: _builtins.str = ...,
         budgets: _abc.Iterable[Global___Budget] | None = ...,
+        token_budgets: _abc.Iterable[Global___TokenBudget] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budgets", b"budgets", "cycle", b"cycle", "enabled", b"enabled", "source_error", b"source_error"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budgets", b"budgets", "cycle", b"cycle", "enabled", b"enabled", "source_error", b"source_error", "token_budgets", b"token_budgets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListLimitsResponse: _TypeAlias = ListLimitsResponse  # noqa: Y015
+
+@_typing.final
+class TokenBudget(_message.Message):
+    """One output-token budget's current window for one tenant (docs/flow-control.md)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    BUDGET_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    WINDOW_S_FIELD_NUMBER: _builtins.int
+    OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    CHARGED_FIELD_NUMBER: _builtins.int
+    LEFT_FIELD_NUMBER: _builtins.int
+    RENEWS_IN_S_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    budget: _builtins.str
+    """TENANT/BAND; */all for every tenant and band"""
+    tenant: _builtins.str
+    """the tenant whose window this is"""
+    window_s: _builtins.float
+    output_tokens: _builtins.int
+    """the budget a window"""
+    charged: _builtins.int
+    """estimates in flight plus settled usage, this window"""
+    left: _builtins.int
+    renews_in_s: _builtins.float
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        budget: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        window_s: _builtins.float = ...,
+        output_tokens: _builtins.int = ...,
+        charged: _builtins.int = ...,
+        left: _builtins.int = ...,
+        renews_in_s: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "charged", b"charged", "left", b"left", "output_tokens", b"output_tokens", "pool", b"pool", "renews_in_s", b"renews_in_s", "tenant", b"tenant", "window_s", b"window_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TokenBudget: _TypeAlias = TokenBudget  # noqa: Y015

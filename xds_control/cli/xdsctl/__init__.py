@@ -19,6 +19,7 @@ from xds_control.cli.xdsctl import (
     endpoints,
     events,
     explain,
+    kv_events,
     limits,
     proxy_status,
     status,
@@ -91,6 +92,7 @@ app.command("status")(status.command)
 app.command("proxy-status", help="The same as status (istioctl's name).")(proxy_status.command)
 app.command("weights")(weights.command)
 app.command("limits")(limits.command)
+app.command("kv-events")(kv_events.command)
 app.command("explain")(explain.command)
 app.command("config")(config.command)
 app.command("diff")(diff.command)

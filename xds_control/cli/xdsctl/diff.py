@@ -12,7 +12,6 @@ from rich.table import Table
 
 from xds_control.cli.app import OutputFormat
 from xds_control.cli.xdsctl.context import XdsctlApp
-from xds_control.cli.xdsctl.drift import differences, envoy_resources
 from xds_control.cli.xdsctl.nodes import served_for, stream_of
 
 __all__ = ["EXIT_DIFFERENT", "command"]
@@ -41,6 +40,10 @@ def command(
     Envoy lacks, runs otherwise (a weight, a route it rejected) or still has though no longer
     served, and each type Envoy NACKed with its words. Exit 0 in sync, 3 when different."""
     app: XdsctlApp = ctx.obj
+    # Imported here: comparing needs the typed configs' descriptors (every builder module), and
+    # the commands that only ask the admin API should not load them at start-up.
+    from xds_control.cli.xdsctl.drift import differences, envoy_resources
+
     stream = stream_of(app, node)
     found = differences(served_for(app, stream), envoy_resources(_config_dump(app, envoy_admin)))
     for t in stream["types"]:

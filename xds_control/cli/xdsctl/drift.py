@@ -13,6 +13,11 @@ from envoy.config.route.v3 import route_pb2
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 
+# Envoy's dump carries every typed config we serve (the HTTP filters, the picker's ext_proc,
+# the rate limits) as an Any; parsing one needs its message type registered, and the builders'
+# modules register exactly the types they serve.
+import xds_control.xds  # noqa: F401
+
 __all__ = ["Difference", "differences", "envoy_resources"]
 
 Difference = dict[str, str]

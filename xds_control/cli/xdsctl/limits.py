@@ -1,5 +1,5 @@
-"""``xdsctl limits [ROUTE]``: each priority class's budget per route and node group, and the
-P99 it came from."""
+"""``xdsctl limits [ROUTE]``: each priority class's budget per route and node group, the P99
+it came from, and what each output-token budget has charged in its window."""
 
 from __future__ import annotations
 
@@ -23,12 +23,32 @@ def _p99(row: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
+def _token_table(rows: list[dict[str, Any]]) -> Table:
+    """The picker's output-token budgets: one row per budget and tenant in its window."""
+    table = Table(box=None, title="output-token budgets", title_justify="left")
+    for column in ("POOL", "BUDGET", "TENANT", "WINDOW", "TOKENS", "CHARGED", "LEFT", "RENEWS IN"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["pool"],
+            r["budget"],
+            r["tenant"],
+            f"{r['window_s']:g}s",
+            str(r["output_tokens"]),
+            str(r["charged"]),
+            str(r["left"]),
+            f"{r['renews_in_s']:.1f}s",
+        )
+    return table
+
+
 def command(
     ctx: typer.Context,
     route: Annotated[str | None, typer.Argument(help="Only this route (LISTENER/ROUTE).")] = None,
 ) -> None:
     """The fleet-wide fill rate of each class on each route, the Envoys sharing it, the bucket
-    each Envoy enforces, the pools' P99 and what the last cycle did (docs/limits.md)."""
+    each Envoy enforces, the pools' P99 and what the last cycle did (docs/limits.md); and each
+    output-token budget's window: charged, left, when it renews (docs/flow-control.md)."""
     app: XdsctlApp = ctx.obj
     data: dict[str, Any] = app.client.get("/v1/limits")
     if route is not None:
@@ -39,6 +59,8 @@ def command(
                 f"xdsctl: no limited route {route!r} (routes: {', '.join(known) or 'none'})", 1
             )
         data["budgets"] = rows
+        pools = {pool for r in rows for pool in r["pools"]}
+        data["token_budgets"] = [t for t in data.get("token_budgets", []) if t["pool"] in pools]
     if app.output is not OutputFormat.TABLE:
         app.print_data(data)
         return
@@ -61,5 +83,7 @@ def command(
             r["action"],
         )
     app.console.print(table)
+    if tokens := data.get("token_budgets"):
+        app.console.print(_token_table(tokens))
     if data.get("source_error"):
         app.err.print(f"P99 source: {data['source_error']}", markup=False)

@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from xds_control.cli import validate
-
 __all__ = ["command"]
 
 
@@ -18,4 +16,8 @@ def command(
     file: Annotated[Path, typer.Argument(help="The config file.")],
 ) -> None:
     """Check a config file (and the endpoints files it names) as serve would load it."""
+    # Imported here: the check builds the snapshots, so it brings in every stage, and the other
+    # commands, which only ask the admin API, should not pay for that at start-up.
+    from xds_control.cli import validate
+
     validate.command(ctx, file)

@@ -1,0 +1,101 @@
+"""Flow control through a real Envoy (issue 25, must-show 2): a pool with no ready server holds
+its requests; a server that turns ready within ``max_wait_s`` serves them; past it, a held
+request is refused 503 with the reason (and 429 ``queue-full`` at once when the queue is
+full)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from e2e.stack import EchoStack, echo_stack, eventually
+from xds_lab.harness.backends import BACKEND_HEADER
+from xds_lab.harness.pool_config import one_pool_config
+from xds_lab.harness.ports import free_port
+
+MAX_WAIT_S = 4.0
+
+
+def _config(stack: EchoStack, *, picker: str, servers: int, **flow: Any) -> dict[str, Any]:
+    endpoints = [{"address": stack.backends.address(i), "weight": 10} for i in range(servers)]
+    return one_pool_config(
+        endpoints=endpoints,
+        listener_port=stack.listener_port,
+        pool={"picker": {"address": picker, "flow": {"max_wait_s": MAX_WAIT_S, **flow}}},
+    )
+
+
+async def _post(session: aiohttp.ClientSession, url: str, n: int) -> tuple[int, str, float]:
+    """Status, the backend (or the flow-control reason) and the seconds it took."""
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"hi {n}"}]})
+    started = time.monotonic()
+    async with session.post(url, data=body) as response:
+        await response.read()
+        said = response.headers.get(BACKEND_HEADER) or response.headers.get("x-xds-control-flow")
+        return response.status, said or "", time.monotonic() - started
+
+
+async def test_a_pool_with_no_ready_server_holds_its_requests_until_one_is(
+    tmp_path: Path,
+) -> None:
+    stack = echo_stack(tmp_path, backends=1)
+    picker = f"127.0.0.1:{free_port()}"
+    try:
+        await stack.start(_config(stack, picker=picker, servers=0))
+        url = f"{stack.url}/v1/chat/completions"
+        timeout = aiohttp.ClientTimeout(total=3 * MAX_WAIT_S)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            # Scale from zero: three requests wait; the server arrives within the wait.
+            waiting = [asyncio.create_task(_post(session, url, n)) for n in range(3)]
+
+            async def held() -> bool:
+                metrics = await stack.control_plane.metrics()
+                return 'xds_control_flow_queued{band="medium",pool="chat"} 3.0' in metrics
+
+            await eventually(held, timeout=MAX_WAIT_S / 2)
+            stack.write_config(_config(stack, picker=picker, servers=1))
+            answers = await asyncio.gather(*waiting)
+            server = stack.backends.address(0)
+            assert [(status, said) for status, said, _ in answers] == [(200, server)] * 3
+
+            # Back to zero: a request waits the whole max_wait_s, then 503 with the reason.
+            stack.write_config(_config(stack, picker=picker, servers=0))
+
+            async def gone() -> bool:
+                status, _, _ = await _post(session, url, 99)
+                return status == 503
+
+            await eventually(gone, timeout=3 * MAX_WAIT_S)
+            status, said, took = await _post(session, url, 100)
+            assert (status, said) == (503, "no-ready-endpoint")
+            assert MAX_WAIT_S - 0.5 <= took <= MAX_WAIT_S + 2.0, took
+    finally:
+        await stack.close()
+
+
+async def test_a_full_queue_refuses_at_once_with_429_and_retry_after(tmp_path: Path) -> None:
+    stack = echo_stack(tmp_path, backends=1)
+    picker = f"127.0.0.1:{free_port()}"
+    try:
+        await stack.start(_config(stack, picker=picker, servers=0, max_queued=2))
+        url = f"{stack.url}/v1/chat/completions"
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+            waiting = [asyncio.create_task(_post(session, url, n)) for n in range(2)]
+            await asyncio.sleep(0.5)
+            body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]})
+            started = time.monotonic()
+            async with session.post(url, data=body) as response:
+                await response.read()
+                assert response.status == 429
+                assert response.headers["x-xds-control-flow"] == "queue-full"
+                assert response.headers["retry-after"] == "1"
+            assert time.monotonic() - started < 1.0  # at once, not after the wait
+            stack.write_config(_config(stack, picker=picker, servers=1, max_queued=2))
+            assert [status for status, _, _ in await asyncio.gather(*waiting)] == [200, 200]
+    finally:
+        await stack.close()

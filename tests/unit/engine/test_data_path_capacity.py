@@ -1,0 +1,175 @@
+"""Capacity from the data path: Envoy's time per response byte times every server alike. Where an
+endpoint also exports a decode step, the ratio of the two puts the data path's readings on the
+engines' scale, so a Triton server (compute per request only) and a server with no metrics at
+all get a capacity that compares with vLLM's in one pool."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_rows import NOW, a_sample, an_endpoint
+from xds_control.config import Engine, Pool, parse_config
+from xds_control.discovery import Endpoint
+from xds_control.engine import WeightDecision, compute_weights, fleet_step_scale
+from xds_control.engine.pools import compute_route_weights
+from xds_control.signals import Sample
+
+BYTES_PER_TOKEN = 12.0
+
+
+def cycles(
+    pool: Pool,
+    endpoints: list[Endpoint],
+    samples: dict[str, Sample],
+    *,
+    data_path: bool = True,
+    n: int = 10,
+) -> dict[str, WeightDecision]:
+    previous: dict[str, WeightDecision] = {}
+    for cycle in range(n):
+        previous = compute_weights(
+            pool=pool,
+            endpoints=endpoints,
+            samples=samples,
+            previous=previous,
+            now=NOW + cycle,
+            data_path=data_path,
+        )
+    return previous
+
+
+def test_a_triton_server_is_timed_by_the_data_path_on_the_vllm_servers_scale() -> None:
+    pool = Pool(name="mixed", engine=Engine.VLLM)
+    h100, a100, triton = an_endpoint(1), an_endpoint(2), an_endpoint(3, Engine.TRITON)
+    samples = {
+        h100.address: a_sample(
+            h100.address, decode_step_s=0.02, datapath_step_s=0.02 / BYTES_PER_TOKEN
+        ),
+        a100.address: a_sample(
+            a100.address, decode_step_s=0.04, datapath_step_s=0.04 / BYTES_PER_TOKEN
+        ),
+        # Its decode step is 0.08 s, which its own metrics (a whole request's compute) hide.
+        triton.address: a_sample(
+            triton.address, exec_compute_s=3.0, datapath_step_s=0.08 / BYTES_PER_TOKEN
+        ),
+    }
+    out = cycles(pool, [h100, a100, triton], samples)
+    estimate = {e.address: out[e.address].capacity_estimate for e in (h100, a100, triton)}
+    assert estimate[triton.address] == pytest.approx(64 / 0.08)
+    assert estimate[a100.address] == pytest.approx(64 / 0.04)
+    assert out[h100.address].weight > out[a100.address].weight > out[triton.address].weight
+    assert "capacity: decode step (engine)" in out[h100.address].reason
+    assert "on the engines' decode-step scale" in out[triton.address].reason
+    assert out[h100.address].step_scale == pytest.approx(BYTES_PER_TOKEN)
+
+
+def test_without_the_data_path_the_triton_server_is_still_assumed_typical() -> None:
+    pool = Pool(name="mixed", engine=Engine.VLLM)
+    h100, triton = an_endpoint(1), an_endpoint(3, Engine.TRITON)
+    samples = {
+        h100.address: a_sample(h100.address, decode_step_s=0.02),
+        triton.address: a_sample(triton.address, exec_compute_s=3.0),
+    }
+    out = cycles(pool, [h100, triton], samples, data_path=False)
+    assert out[triton.address].capacity_estimate is None
+    assert "capacity: none: assumed typical" in out[triton.address].reason
+
+
+def test_servers_with_no_metrics_are_ordered_by_the_data_path_alone() -> None:
+    pool = Pool(name="plain", engine=Engine.VLLM)  # no metrics endpoint answers at all
+    fast, middle, slow = an_endpoint(1), an_endpoint(2), an_endpoint(3)
+    per_byte = {fast: 0.001, middle: 0.002, slow: 0.004}
+    samples = {
+        e.address: a_sample(e.address, datapath_step_s=s, datapath_rate=2.0)
+        for e, s in per_byte.items()
+    }
+    out = cycles(pool, list(per_byte), samples)
+    weights = [out[e.address].weight for e in (fast, middle, slow)]
+    assert weights[0] > weights[1] > weights[2]
+    assert out[fast.address].factors.capacity == pytest.approx(1.0)
+    for e in per_byte:
+        assert "fresh signals" in out[e.address].reason  # not stale: the data path is a signal
+        assert "capacity: time per response byte (data path)" in out[e.address].reason
+
+
+def test_prefill_stalls_in_the_data_path_reading_are_taken_out() -> None:
+    """Two identical servers, one with twice the other's share of a prompt-heavy load: its
+    streams stall more, its time per byte reads slower, and the fit in the prefill work the
+    data path sees (in flight x request bytes per response byte) takes that back out."""
+    pool = Pool(name="plain", engine=Engine.VLLM)
+    busy, quiet = an_endpoint(1), an_endpoint(2)
+    decode_s, prefill_s_per_work = 0.001, 0.00005
+    previous: dict[str, WeightDecision] = {}
+    for cycle in range(60):
+        samples = {}
+        for endpoint, share in ((busy, 2.0), (quiet, 1.0)):
+            inflight = share * (8 + 4 * (cycle % 3))  # the load wanders around its mean
+            work = inflight * 0.5
+            samples[endpoint.address] = a_sample(
+                endpoint.address,
+                datapath_step_s=decode_s + prefill_s_per_work * work,
+                datapath_inflight=inflight,
+                datapath_prompt_ratio=0.5,
+            )
+        previous = compute_weights(
+            pool=pool,
+            endpoints=[busy, quiet],
+            samples=samples,
+            previous=previous,
+            now=NOW + cycle,
+            data_path=True,
+        )
+    busy_estimate = previous[busy.address].capacity_estimate
+    quiet_estimate = previous[quiet.address].capacity_estimate
+    assert busy_estimate is not None
+    assert quiet_estimate is not None
+    assert busy_estimate == pytest.approx(quiet_estimate, rel=0.1)
+
+
+ROUTE_OVER_ENGINES = """
+pools:
+  - {name: h100, engine: vllm, endpoints: [{address: 10.0.0.1:8000, batch_slots: 64}]}
+  - {name: a100, engine: triton, endpoints: [{address: 10.0.0.2:8000, batch_slots: 64}]}
+listeners:
+  - name: gw
+    address: 127.0.0.1:10000
+    routes:
+      - {name: all, pools: [{name: h100}, {name: a100}]}
+"""
+
+
+def test_a_route_over_a_vllm_and_a_triton_pool_is_weighed_on_the_fleet_s_scale() -> None:
+    """The Triton pool has no engine step of its own to scale its data-path readings by: the
+    fleet's (the vLLM pool's) puts them on one scale, and the route splits by capacity."""
+    config = parse_config(text=ROUTE_OVER_ENGINES)
+    h100, a100 = config.pool("h100"), config.pool("a100")
+    samples = {
+        "10.0.0.1:8000": a_sample(
+            "10.0.0.1:8000", decode_step_s=0.02, datapath_step_s=0.02 / BYTES_PER_TOKEN
+        ),
+        "10.0.0.2:8000": a_sample(
+            "10.0.0.2:8000", exec_compute_s=3.0, datapath_step_s=0.04 / BYTES_PER_TOKEN
+        ),
+    }
+    decisions: dict[str, dict[str, WeightDecision]] = {"h100": {}, "a100": {}}
+    for cycle in range(10):
+        every = {a: d for pool in decisions.values() for a, d in pool.items()}
+        scale = fleet_step_scale(decisions=every, samples=samples)
+        for pool, endpoint in ((h100, an_endpoint(1)), (a100, an_endpoint(2, Engine.TRITON))):
+            decisions[pool.name] = compute_weights(
+                pool=pool,
+                endpoints=[endpoint],
+                samples=samples,
+                previous=decisions[pool.name],
+                now=NOW + cycle,
+                data_path=True,
+                fleet_scale=scale,
+            )
+    by_pool = {name: tuple(found.values()) for name, found in decisions.items()}
+    assert by_pool["a100"][0].capacity_estimate == pytest.approx(64 / 0.04)
+    weights = compute_route_weights(
+        config=config, decisions=by_pool, previous={}, now=NOW, data_path=True
+    )
+    assert {p: w.weight for p, w in weights["gw/all"].items()} == {"h100": 100, "a100": 50}
+    # Without the data path the two are different measures: static weights.
+    assert compute_route_weights(config=config, decisions=by_pool, previous={}, now=NOW) == {}

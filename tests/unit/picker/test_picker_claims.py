@@ -1,0 +1,123 @@
+"""What the picker takes a server to hold: from its KV events when it publishes them (the
+prompt's tokens known), from routing history otherwise, and nothing on a server with no prefix
+cache."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from xds_control.config import Engine, parse_config
+from xds_control.discovery import Endpoint
+from xds_control.picker import Fleet, Picker
+from xds_control.picker.held import HeldBlocks
+from xds_control.picker.prefix import read_prompt
+from xds_control.signals.kv_wire import AllCleared, BlocksStored
+
+A, B, C = "10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"
+CONFIG = parse_config(
+    text=yaml.safe_dump(
+        {
+            "pools": [
+                {
+                    "name": "chat",
+                    "picker": {"address": "127.0.0.1:9002"},
+                    "endpoints": [{"address": a} for a in (A, B, C)],
+                }
+            ],
+            "listeners": [
+                {
+                    "name": "gw",
+                    "address": "127.0.0.1:10000",
+                    "routes": [{"name": "r", "pool": "chat"}],
+                }
+            ],
+        }
+    )
+)
+WORDS = [f"w{i}" for i in range(256)]  # 256 words: 16 blocks of 16 tokens, 1 KiB of text
+
+
+def _body(words: list[str]) -> bytes:
+    return json.dumps({"prompt": " ".join(words), "max_tokens": 1}).encode()
+
+
+def _tokenize(body: bytes) -> list[int]:
+    """A stand-in for the engine's tokenizer: one id per word."""
+    return [int(w[1:]) for w in json.loads(body)["prompt"].split()]
+
+
+def _fleet(engines: dict[str, Engine | None]) -> Fleet:
+    endpoints = {
+        "chat": tuple(
+            Endpoint(address=a, host=a.split(":")[0], port=8000, weight=10, engine=engines.get(a))
+            for a in (A, B, C)
+        )
+    }
+    return Fleet(config=lambda: CONFIG, endpoints=lambda: endpoints, decisions=dict)
+
+
+def test_a_server_without_a_prefix_cache_is_never_taken_to_hold_a_prompt() -> None:
+    picker = Picker(fleet=_fleet({A: Engine.ONNXRUNTIME}))
+    body = _body(WORDS)
+    prompt = read_prompt(body, prefix_bytes=256)
+    assert prompt is not None
+    assert picker.pick(pool="chat", body=body, subset=[A]) == [A]
+    assert picker.pick(pool="chat", body=body, subset=[B]) == [B]
+    state = picker._pools["chat"]
+    assert set(state.index.matched(prompt.blocks)) == {B}
+    # Even an entry from before (the engine label came later) claims nothing on it.
+    state.index.put(prompt.blocks, A)
+    assert set(picker._cached(state, pool="chat", prompt=prompt, body=body)) == {B}
+
+
+def test_events_decide_for_servers_that_publish_them() -> None:
+    held = HeldBlocks()
+    picker = Picker(fleet=_fleet({}), held=held, tokenize=_tokenize)
+    body = _body(WORDS)
+    sent = picker.pick(pool="chat", body=body)[0]  # routing history: `sent` holds it now
+    # The server it went to publishes events, and they say it evicted the prompt; another
+    # server's events say it holds the whole prompt.
+    other = next(a for a in (A, B, C) if a != sent)
+    held.apply(sent, [AllCleared()])
+    ids = list(range(256))
+    held.apply(
+        other,
+        [
+            BlocksStored(
+                block_hashes=list(range(16)), parent_block_hash=None, token_ids=ids, block_size=16
+            )
+        ],
+    )
+    assert picker.pick(pool="chat", body=body)[0] == other
+
+
+def test_without_token_ids_routing_history_decides() -> None:
+    held = HeldBlocks()
+    picker = Picker(fleet=_fleet({}), held=held)  # no tokenizer
+    body = _body(WORDS)
+    sent = picker.pick(pool="chat", body=body)[0]
+    held.apply(sent, [AllCleared()])
+    assert picker.pick(pool="chat", body=body)[0] == sent
+
+
+def test_a_server_whose_events_stopped_falls_back_to_routing_history() -> None:
+    held = HeldBlocks()
+    stopped: set[str] = set()
+    picker = Picker(
+        fleet=_fleet({}),
+        held=held,
+        tokenize=_tokenize,
+        stale=lambda pool, address: address in stopped,
+    )
+    body = _body(WORDS)
+    sent = picker.pick(pool="chat", body=body)[0]
+    held.apply(sent, [AllCleared()])  # its events say it holds nothing (any more)...
+    stored = BlocksStored(
+        block_hashes=[1], parent_block_hash=None, token_ids=list(range(16)), block_size=16
+    )
+    held.apply(next(a for a in (A, B, C) if a != sent), [stored])
+    assert picker.pick(pool="chat", body=body)[0] != sent
+    stopped.add(sent)  # ...but they stopped: where the picker sent the prompt counts again
+    assert picker.pick(pool="chat", body=body)[0] == sent

@@ -1,0 +1,62 @@
+"""The index from events: blocks keyed by their tokens (whatever the engine's hashes), followed
+through stores, evictions and clears, and nothing claimed that a prompt's tokens cannot match."""
+
+from __future__ import annotations
+
+from xds_control.picker.held import HeldBlocks, token_keys
+from xds_control.signals.kv_wire import AllCleared, BlocksRemoved, BlocksStored
+
+A = "10.0.0.1:8000"
+B = "10.0.0.2:8000"
+SYSTEM = list(range(1000, 1032))  # two blocks of 16
+TURN = list(range(2000, 2016))
+
+
+def stored(
+    hashes: list[int | bytes], parent: int | bytes | None, tokens: list[int], **kw: object
+) -> BlocksStored:
+    return BlocksStored(
+        block_hashes=hashes,
+        parent_block_hash=parent,
+        token_ids=tokens,
+        block_size=16,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_keys_come_from_tokens_so_two_engines_hashes_need_not_agree() -> None:
+    held = HeldBlocks()
+    held.apply(A, [stored([11, 12], None, SYSTEM)])
+    held.apply(B, [stored([b"x" * 32], None, SYSTEM[:16])])  # another hash, the same tokens
+    held.apply(A, [stored([13], 12, TURN)])  # a next turn, chained on its parent
+    prompt = token_keys([*SYSTEM, *TURN, 7, 7, 7], block_size=16)
+    assert len(prompt) == 3
+    assert held.matched(prompt) == {A: 3, B: 1}
+    assert held.block_size == 16
+
+
+def test_an_eviction_and_a_clear_take_the_claim_away() -> None:
+    held = HeldBlocks()
+    held.apply(A, [stored([11, 12], None, SYSTEM)])
+    held.apply(B, [stored([21, 22], None, SYSTEM)])
+    prompt = token_keys(SYSTEM, block_size=16)
+    held.apply(A, [BlocksRemoved(block_hashes=[12])])
+    assert held.matched(prompt) == {A: 1, B: 2}
+    held.apply(B, [AllCleared()])
+    assert held.matched(prompt) == {A: 1}
+    held.forget(A)
+    assert held.matched(prompt) == {}
+    assert len(held) == 0
+
+
+def test_blocks_a_prompt_cannot_match_are_left_out() -> None:
+    held = HeldBlocks()
+    held.apply(A, [stored([31], 999, TURN)])  # its parent was never seen (joined late)
+    held.apply(A, [stored([32], None, SYSTEM[:16], lora_name="adapter")])
+    held.apply(A, [stored([33], None, SYSTEM[:16], extra_keys=[["salt"]])])
+    held.apply(A, [stored([34], None, SYSTEM[:16], medium="CPU")])
+    held.apply(A, [stored([35], None, SYSTEM[:16], group_idx=1)])
+    assert held.matched(token_keys(SYSTEM, block_size=16)) == {}
+    assert held.skipped == 5
+    assert held.publishes(A)
+    assert not held.publishes(B)

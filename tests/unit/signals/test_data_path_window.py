@@ -1,0 +1,135 @@
+"""The data path's sliding window: per-endpoint rate, TTFB, step per byte, errors; bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+from xds_control.signals import Signal
+from xds_control.signals.data_path import SOURCE, DataPathWindow
+from xds_control.signals.observation import Observation
+
+T0 = 1_700_000_000.0
+
+
+def obs(
+    at: float,
+    *,
+    address: str = "10.0.0.1:8000",
+    ttfb_s: float | None = 0.1,
+    stream_s: float = 0.9,
+    response_bytes: int = 900,
+    request_bytes: int = 300,
+    failed: bool = False,
+    streamed: bool = True,
+) -> Observation:
+    return Observation(
+        cluster="chat",
+        address=address,
+        finished_at=at,
+        ttfb_s=ttfb_s,
+        duration_s=None if ttfb_s is None else ttfb_s + stream_s,
+        response_bytes=response_bytes,
+        request_bytes=request_bytes,
+        status=503 if failed else 200,
+        failed=failed,
+        streamed=streamed,
+    )
+
+
+def test_a_steady_rate_reads_as_that_rate_with_means_over_the_window() -> None:
+    window = DataPathWindow(window_s=10)
+    for i in range(400):  # 20 requests/s for 20 s
+        at = T0 + i * 0.05
+        window.add(obs(at, ttfb_s=0.1 + (i % 2) * 0.2, failed=i % 20 < 2), now=at)
+    sample = window.samples(now=T0 + 20)["10.0.0.1:8000"]
+    values = sample.values
+    assert values[Signal.DATAPATH_RATE] == pytest.approx(20, rel=0.06)
+    assert values[Signal.DATAPATH_REQUESTS] == pytest.approx(200, abs=10)
+    assert values[Signal.DATAPATH_ERROR_RATIO] == pytest.approx(0.1, abs=0.01)
+    assert values[Signal.DATAPATH_TTFB_S] == pytest.approx(0.2, abs=0.01)
+    assert values[Signal.DATAPATH_STEP_S] == pytest.approx(0.9 / 900)
+    assert values[Signal.DATAPATH_PROMPT_RATIO] == pytest.approx(300 / 900)
+    # Little's law: 18 served a second (2 in 20 fail), 1.1 s each on average.
+    assert values[Signal.DATAPATH_INFLIGHT] == pytest.approx(18 * 1.1, rel=0.06)
+    assert {r.source for r in sample.readings.values()} == {SOURCE}
+    assert sample.observed_at == pytest.approx(T0 + 19.95)
+
+
+def test_a_young_endpoint_s_rate_is_over_the_time_since_its_first_request() -> None:
+    window = DataPathWindow(window_s=30)
+    for i in range(50):  # 10/s for 5 s
+        window.add(obs(T0 + i * 0.1), now=T0 + i * 0.1)
+    rate = window.samples(now=T0 + 5)["10.0.0.1:8000"].values[Signal.DATAPATH_RATE]
+    assert rate == pytest.approx(10, rel=0.05)
+
+
+def test_the_step_is_total_streaming_time_over_total_bytes_of_streamed_successes() -> None:
+    window = DataPathWindow(window_s=10)
+    window.add(obs(T0, stream_s=1.0, response_bytes=1000), now=T0)
+    window.add(obs(T0, stream_s=0.001, response_bytes=2), now=T0)  # a tiny answer barely counts
+    window.add(obs(T0, stream_s=5.0, response_bytes=10, failed=True), now=T0)
+    window.add(obs(T0, stream_s=0.0, response_bytes=500, streamed=False), now=T0)
+    step = window.samples(now=T0 + 1)["10.0.0.1:8000"].values[Signal.DATAPATH_STEP_S]
+    assert step == pytest.approx(1.001 / 1002)
+
+
+def test_without_streamed_bytes_or_first_bytes_those_readings_are_absent() -> None:
+    window = DataPathWindow(window_s=10)
+    window.add(obs(T0, ttfb_s=None, response_bytes=0, failed=True), now=T0)
+    values = window.samples(now=T0 + 1)["10.0.0.1:8000"].values
+    assert Signal.DATAPATH_STEP_S not in values
+    assert Signal.DATAPATH_TTFB_S not in values
+    assert values[Signal.DATAPATH_ERROR_RATIO] == 1.0
+
+
+def test_requests_age_out_and_a_quiet_endpoint_is_forgotten() -> None:
+    window = DataPathWindow(window_s=10)
+    window.add(obs(T0, address="a:1"), now=T0)
+    window.add(obs(T0 + 8, address="b:1"), now=T0 + 8)
+    assert set(window.samples(now=T0 + 9)) == {"a:1", "b:1"}
+    assert set(window.samples(now=T0 + 11)) == {"b:1"}
+    window.add(obs(T0 + 25, address="c:1"), now=T0 + 25)  # more than a window on: prunes
+    assert len(window) == 1
+    assert set(window.samples(now=T0 + 25)) == {"c:1"}
+
+
+def test_an_observation_before_the_window_is_not_counted_and_one_ahead_counts_now() -> None:
+    window = DataPathWindow(window_s=10)
+    assert not window.add(obs(T0 - 11), now=T0)
+    assert window.add(obs(T0 + 60), now=T0)  # Envoy's clock ahead: placed at our now
+    assert window.samples(now=T0)["10.0.0.1:8000"].observed_at == T0
+
+
+def test_memory_is_bounded_by_buckets_and_addresses() -> None:
+    window = DataPathWindow(window_s=10, buckets=5, max_addresses=2)
+    for i in range(10_000):
+        window.add(obs(T0 + i * 0.001), now=T0 + i * 0.001)
+    assert window.add(obs(T0 + 10, address="b:1"), now=T0 + 10)
+    assert not window.add(obs(T0 + 10, address="c:1"), now=T0 + 10)  # full, none quiet
+    assert len(window) == 2
+    assert window.add(obs(T0 + 25, address="c:1"), now=T0 + 25)  # the quiet ones made room
+    assert window.samples(["c:1", "nowhere:1"], now=T0 + 25).keys() == {"c:1"}
+
+
+def test_every_reading_is_admissible() -> None:
+    window = DataPathWindow(window_s=10)
+    for i in range(100):
+        window.add(obs(T0 + i * 0.1, failed=True), now=T0 + i * 0.1)
+    sample = window.samples(now=T0 + 10)["10.0.0.1:8000"]
+    assert not sample.rejected
+    assert sample.values[Signal.DATAPATH_ERROR_RATIO] == 1.0
+
+
+def test_the_p99_time_to_first_byte_is_over_the_requests_still_in_the_window() -> None:
+    window = DataPathWindow(window_s=10)
+    for i in range(200):  # one slow answer in a hundred, then a quiet minute of fast ones
+        at = T0 + i * 0.04
+        window.add(obs(at, ttfb_s=3.0 if i % 100 == 99 else 0.1), now=at)
+    p99 = window.ttfb_p99(now=T0 + 8)["10.0.0.1:8000"]
+    # The last 128 kept: one slow among them sits above rank 0.99 x 127, so P99 is between.
+    assert 0.1 < p99 <= 3.0
+    for i in range(200):
+        at = T0 + 20 + i * 0.04
+        window.add(obs(at, ttfb_s=0.2), now=at)
+    assert window.ttfb_p99(now=T0 + 28)["10.0.0.1:8000"] == pytest.approx(0.2)
+    assert window.ttfb_p99(now=T0 + 60) == {}  # nothing left in the window
