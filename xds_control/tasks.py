@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-__all__ = ["guarded_task"]
+__all__ = ["guarded_task", "wait_set"]
 
 log = structlog.get_logger(__name__)
 _running: set[asyncio.Task[Any]] = set()
@@ -42,3 +42,22 @@ def guarded_task(
 
     task.add_done_callback(report)
     return task
+
+
+async def wait_set(event: asyncio.Event, *, timeout: float) -> bool:
+    """Whether ``event`` is set within ``timeout`` seconds (at once when it is already set).
+
+    Not ``asyncio.wait_for``: on Python 3.11 it swallows a cancellation that arrives as the
+    awaited event is set (it returns the result instead), and a loop that waits on it can then
+    outlive the cancel that was to end it: a shutdown that never finishes. ``asyncio.timeout``
+    lets the cancellation through."""
+    if event.is_set():
+        return True
+    if timeout <= 0:
+        return False
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return event.is_set()  # set while the loop was late to the timeout
+    return True

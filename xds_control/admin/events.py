@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from xds_control.tasks import wait_set
+
 __all__ = ["Event", "EventLog"]
 
 
@@ -59,10 +61,7 @@ class EventLog:
     async def wait(self, after: int, *, timeout: float) -> list[Event]:
         """Events above ``after``, waiting up to ``timeout`` seconds for one to come."""
         if not (out := self.since(after)):
-            changed = self._changed
-            try:
-                await asyncio.wait_for(changed.wait(), timeout)
-            except TimeoutError:
+            if not await wait_set(self._changed, timeout=timeout):
                 return []
             out = self.since(after)
         return out

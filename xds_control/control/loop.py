@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,7 +40,7 @@ from xds_control.discovery import (
 from xds_control.errors import ConfigError, DiscoveryError
 from xds_control.limits import Buckets, Limiter
 from xds_control.signals.kv_events import KvEvents
-from xds_control.tasks import guarded_task
+from xds_control.tasks import guarded_task, wait_set
 
 __all__ = ["ControlLoop", "LoopState"]
 
@@ -161,7 +160,7 @@ class ControlLoop:
                 await self.step(decide=decide)
                 if decide:
                     next_cycle = clock() + self.state.config.signals.reconcile_period_s
-                await _wait(self._woken, timeout=next_cycle - clock())
+                await wait_set(self._woken, timeout=next_cycle - clock())
                 decide = clock() >= next_cycle
         finally:
             watcher.cancel()
@@ -322,10 +321,3 @@ class ControlLoop:
             else:
                 state.discovery_errors.pop(name, None)
         state.config = self._discovered.served(self._pools_config, sources=self._sources)
-
-
-async def _wait(event: asyncio.Event, *, timeout: float) -> None:
-    if timeout <= 0:
-        return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout)

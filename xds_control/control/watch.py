@@ -33,6 +33,7 @@ import structlog
 import watchfiles
 
 from xds_control.config.watch import WatchConfig
+from xds_control.tasks import wait_set
 
 __all__ = ["FileWatch"]
 
@@ -101,7 +102,7 @@ class FileWatch:
             while True:  # until a quiet window passes, or the longest wait is up
                 self._events.clear()
                 quiet = min(window, deadline - clock())
-                if quiet <= 0 or not await _wait(self._events, timeout=quiet):
+                if quiet <= 0 or not await wait_set(self._events, timeout=quiet):
                     break
                 # A second batch: a burst is under way. Its writer (or we) may lose the CPU
                 # for a while on a busy machine, so its end is awaited twice as long.
@@ -125,7 +126,7 @@ class FileWatch:
                         retry_s=self._retry_s,
                     )
                 self.error = self._logged = message
-                await _wait(self._retarget, timeout=self._retry_s)
+                await wait_set(self._retarget, timeout=self._retry_s)
 
     async def _watch_until_retarget(self) -> None:
         files = self._files
@@ -154,12 +155,3 @@ def _step_ms(settings: WatchConfig) -> int:
 
 def _counts(path: str, files: frozenset[str]) -> bool:
     return path in files or Path(path).name.startswith("..")
-
-
-async def _wait(event: asyncio.Event, *, timeout: float) -> bool:
-    """Whether ``event`` was set within ``timeout`` seconds."""
-    try:
-        await asyncio.wait_for(event.wait(), timeout)
-    except TimeoutError:
-        return event.is_set()  # set while the loop was late to the timeout
-    return True

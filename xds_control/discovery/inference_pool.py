@@ -18,7 +18,6 @@ Each change wakes the control loop, so a pod that turns Ready reaches Envoy in o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -42,7 +41,7 @@ from xds_control.discovery.kubernetes_inference_pool import (
 )
 from xds_control.discovery.kubernetes_watch import Listing, Request, WatchEvent, follow
 from xds_control.errors import DiscoveryError
-from xds_control.tasks import guarded_task
+from xds_control.tasks import guarded_task, wait_set
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "InferencePoolSource"]
 
@@ -100,8 +99,7 @@ class InferencePoolSource:
             self._task = guarded_task(self._run(), name=f"inferencepool-{self._settings.name}")
         if not self._waited:
             self._waited = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._first.wait(), self._settings.first_list_timeout_s)
+            await wait_set(self._first, timeout=self._settings.first_list_timeout_s)
         if self._errors:
             raise DiscoveryError("; ".join(self._errors[key] for key in sorted(self._errors)))
         if self._found is False:

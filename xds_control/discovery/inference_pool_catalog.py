@@ -12,7 +12,6 @@ its last good spec and says so, so the object's name is logged once, by whoever 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import re
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from xds_control.discovery.kubernetes_client import KubeApi, connect, custom_obj
 from xds_control.discovery.kubernetes_inference_pool import InferencePoolError, pool_spec
 from xds_control.discovery.kubernetes_watch import Listing, Request, WatchEvent, follow
 from xds_control.errors import DiscoveryError
-from xds_control.tasks import guarded_task
+from xds_control.tasks import guarded_task, wait_set
 
 __all__ = ["InferencePoolCatalog", "usable_problem"]
 
@@ -82,8 +81,7 @@ class InferencePoolCatalog:
             self._task = guarded_task(self._run(), name="inferencepools")
         if not self._waited:
             self._waited = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._first.wait(), self._settings.first_list_timeout_s)
+            await wait_set(self._first, timeout=self._settings.first_list_timeout_s)
         if self._error is not None:
             raise DiscoveryError(self._error)
         if not self._listed:

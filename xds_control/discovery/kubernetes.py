@@ -16,7 +16,6 @@ A pod that could not be read is tried again when the watch is renewed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -35,7 +34,7 @@ from xds_control.discovery.kubernetes_slices import (
 )
 from xds_control.discovery.kubernetes_watch import Listing, Request, WatchEvent, follow
 from xds_control.errors import DiscoveryError
-from xds_control.tasks import guarded_task
+from xds_control.tasks import guarded_task, wait_set
 
 __all__ = ["KubernetesSource"]
 
@@ -77,8 +76,7 @@ class KubernetesSource:
             self._task = guarded_task(self._run(), name=f"kubernetes-{self._settings.service}")
         if not self._waited:
             self._waited = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._listed.wait(), self._settings.first_list_timeout_s)
+            await wait_set(self._listed, timeout=self._settings.first_list_timeout_s)
         if self._error is not None:
             raise DiscoveryError(self._error)
         if not self._listed.is_set():

@@ -85,7 +85,8 @@ class FlowController:
         self._waiting[held] = waiter
         FLOW_QUEUED.labels(pool=pool, band=band.name.lower()).inc()
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), settings.max_wait_s)
+            async with asyncio.timeout(settings.max_wait_s):  # not wait_for: see wait_set
+                await asyncio.shield(waiter)
         except TimeoutError:
             if waiter.done():  # dispatched as the wait ran out: it goes
                 return
