@@ -40,6 +40,11 @@ async def _post(session: aiohttp.ClientSession, url: str, n: int) -> tuple[int, 
         return response.status, said or "", time.monotonic() - started
 
 
+async def _queued(stack: EchoStack, count: int) -> bool:
+    metrics = await stack.control_plane.metrics()
+    return f'xds_control_flow_queued{{band="medium",pool="chat"}} {count:.1f}' in metrics
+
+
 async def test_a_pool_with_no_ready_server_holds_its_requests_until_one_is(
     tmp_path: Path,
 ) -> None:
@@ -52,12 +57,7 @@ async def test_a_pool_with_no_ready_server_holds_its_requests_until_one_is(
         async with aiohttp.ClientSession(timeout=timeout) as session:
             # Scale from zero: three requests wait; the server arrives within the wait.
             waiting = [asyncio.create_task(_post(session, url, n)) for n in range(3)]
-
-            async def held() -> bool:
-                metrics = await stack.control_plane.metrics()
-                return 'xds_control_flow_queued{band="medium",pool="chat"} 3.0' in metrics
-
-            await eventually(held, timeout=MAX_WAIT_S / 2)
+            await eventually(lambda: _queued(stack, 3), timeout=MAX_WAIT_S / 2)
             stack.write_config(_config(stack, picker=picker, servers=1))
             answers = await asyncio.gather(*waiting)
             server = stack.backends.address(0)
@@ -86,7 +86,7 @@ async def test_a_full_queue_refuses_at_once_with_429_and_retry_after(tmp_path: P
         url = f"{stack.url}/v1/chat/completions"
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
             waiting = [asyncio.create_task(_post(session, url, n)) for n in range(2)]
-            await asyncio.sleep(0.5)
+            await eventually(lambda: _queued(stack, 2), timeout=MAX_WAIT_S / 2)  # the queue is full
             body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]})
             started = time.monotonic()
             async with session.post(url, data=body) as response:
