@@ -23,7 +23,8 @@ async def test_a_cancel_that_arrives_as_the_event_is_set_ends_the_loop() -> None
     await asyncio.sleep(0)  # the wait is done, its task not yet resumed
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=1)
-    assert done == {task} and task.cancelled()
+    assert done == {task}
+    assert task.cancelled()
 
 
 async def test_it_says_whether_the_event_came_within_the_timeout() -> None:
