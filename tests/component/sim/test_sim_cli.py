@@ -23,8 +23,8 @@ async def test_sim_command_runs_a_fleet_and_injects_then_clears_a_fault(tmp_path
         "sim",
         "--fleet",
         str(fleet),
-        "--duration",
-        "20",
+        "--duration",  # a guard only: the test ends it; each CLI call below is a new process,
+        "120",  # seconds to start on a loaded machine, so 20 s ran out mid-test there
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
