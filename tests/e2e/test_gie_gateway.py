@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from e2e.stack import EchoStack, echo_stack
+from e2e.stack import EchoStack, echo_stack, eventually
 from e2e.test_picker import WEIGHTS, _body
 from e2e.test_picker_served import served_count
 from xds_control.config import Config
@@ -178,11 +178,17 @@ async def test_a_gateway_s_requests_are_held_while_the_pool_has_no_server(tmp_pa
             stack.write_config(config(1))
             assert await waiting == (stack.backends.address(0), len(_body("held")))
             stack.write_config(config(0))
-            await asyncio.sleep(1.0)  # the loop has taken the server away
-            async with session.post(url, data=_body("refused")) as response:
-                await response.read()
-                assert response.status == 503
-                assert response.headers["x-xds-control-flow"] == "no-ready-endpoint"
+
+            async def refused() -> bool:  # once the loop has taken the server away
+                async with session.post(url, data=_body("refused")) as response:
+                    await response.read()
+                    if response.status == 200:
+                        return False
+                    assert response.status == 503
+                    assert response.headers["x-xds-control-flow"] == "no-ready-endpoint"
+                    return True
+
+            await eventually(refused, timeout=15, what="503 no-ready-endpoint")
     finally:
         if envoy is not None:
             await envoy.stop()
