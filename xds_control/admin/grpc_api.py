@@ -11,6 +11,7 @@ import grpc
 from google.protobuf.struct_pb2 import Struct
 
 from xds_control.admin.events import EventLog
+from xds_control.admin.kv_events import kv_events_view
 from xds_control.admin.limits import TokenBudgetRows, limits_view
 from xds_control.admin.sync import streams_view
 from xds_control.admin.v1 import admin_pb2 as pb
@@ -20,6 +21,7 @@ from xds_control.cache import SnapshotCache, group_names
 from xds_control.control import EngineView, LoopState
 from xds_control.limits import Limiter
 from xds_control.server import StreamRegistry
+from xds_control.signals.kv_events import KvEvents
 
 __all__ = ["AdminServicer", "limits_message", "weights_message"]
 
@@ -148,8 +150,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         engine: Callable[[], EngineView] | None = None,
         limiter: Limiter | None = None,
         token_budgets: TokenBudgetRows | None = None,
+        kv_events: KvEvents | None = None,
     ) -> None:
         self._state = state
+        self._kv_events = kv_events
         self._limiter = limiter
         self._token_budgets = token_budgets
         self._cache = cache
@@ -223,6 +227,21 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 f"no limited route {request.route!r} (routes: {', '.join(known) or 'none'})",
             )
         return limits_message(view, route=request.route, group=request.group)
+
+    async def ListKvEvents(
+        self, request: pb.ListKvEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListKvEventsResponse:
+        if self._kv_events is None:
+            return pb.ListKvEventsResponse(enabled=False)
+        rows = kv_events_view(self._kv_events, engine=self._engine() if self._engine else None)
+        return pb.ListKvEventsResponse(
+            enabled=True,
+            subscriptions=[
+                pb.KvSubscription(**{**row, "layout": row["layout"] or ""})
+                for row in rows
+                if not request.pool or row["pool"] == request.pool
+            ],
+        )
 
     async def _weights(
         self, request: pb.ListWeightsRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -125,6 +125,7 @@ class AdminServer:
             engine=self._engine,
             limiter=self._limiter,
             token_budgets=self._token_budgets,
+            kv_events=self._kv_events,
         )
         admin_pb2_grpc.add_AdminServicer_to_server(servicer, self._grpc)
         try:

@@ -8,10 +8,13 @@ import asyncio
 from pathlib import Path
 
 import aiohttp
+import grpc
 
 from component.cli.xdsctl_plane import xdsctl
 from component.sim.simclient import stream_completion, words
 from xds_control.admin import AdminServer
+from xds_control.admin.v1 import admin_pb2 as pb
+from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.cache import MemorySnapshotCache
 from xds_control.config import load_config
 from xds_control.control import ControlLoop
@@ -60,8 +63,11 @@ async def test_status_shows_each_servers_blocks_and_a_dropped_pool_unsubscribes(
         cache=MemorySnapshotCache(),
         registry=StreamRegistry(),
         kv_events=kv,
+        grpc_address=f"127.0.0.1:{free_port()}",
     )
     await admin.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{admin.grpc_port}")
+    stub = admin_pb2_grpc.AdminStub(channel)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as http:
 
@@ -97,6 +103,20 @@ async def test_status_shows_each_servers_blocks_and_a_dropped_pool_unsubscribes(
             line = next(x for x in shown.stdout.splitlines() if entry["server"] in x).split()
             assert line[:3] == ["chat", entry["server"], "arrays"], shown.stdout
             assert (line[3], line[5], line[-1]) == (str(entry["last_seq"]), "12", "ok")
+            # And over the gRPC admin API, the same figures as messages.
+            answer = await stub.ListKvEvents(pb.ListKvEventsRequest())
+            assert answer.enabled
+            (sub,) = answer.subscriptions
+            assert (sub.pool, sub.server, sub.layout, sub.blocks, sub.stale) == (
+                "chat",
+                entry["server"],
+                "arrays",
+                12,
+                False,
+            )
+            assert sub.last_seq == entry["last_seq"]
+            other = await stub.ListKvEvents(pb.ListKvEventsRequest(pool="other"))
+            assert list(other.subscriptions) == []
 
             path.write_text(_config(server, events=False), encoding="utf-8")
             await loop.step()
@@ -104,7 +124,9 @@ async def test_status_shows_each_servers_blocks_and_a_dropped_pool_unsubscribes(
             gone = await xdsctl("kv-events", admin=f"http://127.0.0.1:{admin.port}")
             assert gone.code == 0, gone
             assert "no pool subscribes to KV events" in gone.stderr, gone
+            assert list((await stub.ListKvEvents(pb.ListKvEventsRequest())).subscriptions) == []
     finally:
+        await channel.close(None)
         await kv.close()
         await admin.stop()
         await server.stop()

@@ -708,3 +708,112 @@ class TokenBudget(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TokenBudget: _TypeAlias = TokenBudget  # noqa: Y015
+
+@_typing.final
+class ListKvEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    """empty: every pool"""
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pool", b"pool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListKvEventsRequest: _TypeAlias = ListKvEventsRequest  # noqa: Y015
+
+@_typing.final
+class KvSubscription(_message.Message):
+    """One server's KV-event subscription."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    SERVER_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    LAST_SEQ_FIELD_NUMBER: _builtins.int
+    LAST_EVENT_AGE_S_FIELD_NUMBER: _builtins.int
+    LAYOUT_FIELD_NUMBER: _builtins.int
+    BLOCKS_FIELD_NUMBER: _builtins.int
+    BATCHES_FIELD_NUMBER: _builtins.int
+    REFUSED_FIELD_NUMBER: _builtins.int
+    RESTARTS_FIELD_NUMBER: _builtins.int
+    LOST_FIELD_NUMBER: _builtins.int
+    STALE_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    server: _builtins.str
+    """the server's address, as the pool names it"""
+    events: _builtins.str
+    """the PUB socket subscribed to"""
+    last_seq: _builtins.int
+    """the last sequence number applied; -1: none yet"""
+    last_event_age_s: _builtins.float
+    """unset: no batch yet"""
+    layout: _builtins.str
+    """the layout of the last batch decoded; empty: none yet"""
+    blocks: _builtins.int
+    """blocks the index holds for the server"""
+    batches: _builtins.int
+    refused: _builtins.int
+    """batches in no known layout (skipped)"""
+    restarts: _builtins.int
+    lost: _builtins.int
+    """batches known lost (gaps the replay did not fill)"""
+    stale: _builtins.bool
+    """its blocks are not credited (docs/kv-events.md)"""
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        server: _builtins.str = ...,
+        events: _builtins.str = ...,
+        last_seq: _builtins.int = ...,
+        last_event_age_s: _builtins.float | None = ...,
+        layout: _builtins.str = ...,
+        blocks: _builtins.int = ...,
+        batches: _builtins.int = ...,
+        refused: _builtins.int = ...,
+        restarts: _builtins.int = ...,
+        lost: _builtins.int = ...,
+        stale: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_last_event_age_s", b"_last_event_age_s", "last_event_age_s", b"last_event_age_s"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_last_event_age_s", b"_last_event_age_s", "batches", b"batches", "blocks", b"blocks", "events", b"events", "last_event_age_s", b"last_event_age_s", "last_seq", b"last_seq", "layout", b"layout", "lost", b"lost", "pool", b"pool", "refused", b"refused", "restarts", b"restarts", "server", b"server", "stale", b"stale"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__last_event_age_s: _TypeAlias = _typing.Literal["last_event_age_s"]  # noqa: Y015
+    _WhichOneofArgType__last_event_age_s: _TypeAlias = _typing.Literal["_last_event_age_s", b"_last_event_age_s"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_event_age_s) -> _WhichOneofReturnType__last_event_age_s | None: ...
+
+Global___KvSubscription: _TypeAlias = KvSubscription  # noqa: Y015
+
+@_typing.final
+class ListKvEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENABLED_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTIONS_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    """false: this control plane reads no KV events"""
+    @_builtins.property
+    def subscriptions(self) -> _containers.RepeatedCompositeFieldContainer[Global___KvSubscription]: ...
+    def __init__(
+        self,
+        *,
+        enabled: _builtins.bool = ...,
+        subscriptions: _abc.Iterable[Global___KvSubscription] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["enabled", b"enabled", "subscriptions", b"subscriptions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListKvEventsResponse: _TypeAlias = ListKvEventsResponse  # noqa: Y015

@@ -64,6 +64,11 @@ class AdminStub:
                 request_serializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsRequest.SerializeToString,
                 response_deserializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsResponse.FromString,
                 _registered_method=True)
+        self.ListKvEvents = channel.unary_unary(
+                '/xds_control.admin.v1.Admin/ListKvEvents',
+                request_serializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListKvEventsRequest.SerializeToString,
+                response_deserializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListKvEventsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -111,6 +116,13 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListKvEvents(self, request, context):
+        """Each server's KV-event subscription (docs/kv-events.md), as /v1/status's kv_events.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +155,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListLimits,
                     request_deserializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsRequest.FromString,
                     response_serializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsResponse.SerializeToString,
+            ),
+            'ListKvEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListKvEvents,
+                    request_deserializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListKvEventsRequest.FromString,
+                    response_serializer=xds__control_dot_admin_dot_v1_dot_admin__pb2.ListKvEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -307,6 +324,33 @@ class Admin:
             '/xds_control.admin.v1.Admin/ListLimits',
             xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsRequest.SerializeToString,
             xds__control_dot_admin_dot_v1_dot_admin__pb2.ListLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListKvEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xds_control.admin.v1.Admin/ListKvEvents',
+            xds__control_dot_admin_dot_v1_dot_admin__pb2.ListKvEventsRequest.SerializeToString,
+            xds__control_dot_admin_dot_v1_dot_admin__pb2.ListKvEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -51,6 +51,8 @@ class AdminStub:
     """The weights now, then again each time a weight changes."""
     ListLimits: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListLimitsRequest, _admin_pb2.ListLimitsResponse]
     """Each priority class's rate-limit budget per route and node group, and the P99 behind it."""
+    ListKvEvents: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListKvEventsRequest, _admin_pb2.ListKvEventsResponse]
+    """Each server's KV-event subscription (docs/kv-events.md), as /v1/status's kv_events."""
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -67,6 +69,8 @@ class AdminAsyncStub(AdminStub):
     """The weights now, then again each time a weight changes."""
     ListLimits: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListLimitsRequest, _admin_pb2.ListLimitsResponse]  # type: ignore[assignment]
     """Each priority class's rate-limit budget per route and node group, and the P99 behind it."""
+    ListKvEvents: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListKvEventsRequest, _admin_pb2.ListKvEventsResponse]  # type: ignore[assignment]
+    """Each server's KV-event subscription (docs/kv-events.md), as /v1/status's kv_events."""
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -116,5 +120,13 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ListLimitsResponse, _abc.Awaitable[_admin_pb2.ListLimitsResponse]]:
         """Each priority class's rate-limit budget per route and node group, and the P99 behind it."""
+
+    @_abc_1.abstractmethod
+    def ListKvEvents(
+        self,
+        request: _admin_pb2.ListKvEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListKvEventsResponse, _abc.Awaitable[_admin_pb2.ListKvEventsResponse]]:
+        """Each server's KV-event subscription (docs/kv-events.md), as /v1/status's kv_events."""
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
