@@ -31,6 +31,7 @@ from xds_control.discovery import (
     Endpoint,
     EndpointSource,
     FileStamp,
+    Health,
     carry_over,
     close_sources,
     endpoint_source,
@@ -196,6 +197,8 @@ class ControlLoop:
         # A failed engine cycle (or none, on a file event) publishes config and endpoint changes
         # with the last weights.
         weights = self._last_weights if isinstance(decided, _Failed) else decided
+        if self.kv_events is not None and isinstance(decided, EngineWeights):
+            self.kv_events.observe_health(kv_health(decided))
         if weights is None:
             return  # the engine has no weights yet: publish nothing rather than made-up ones
         await self._phase("publish", lambda: self._publish(weights))
@@ -321,3 +324,13 @@ class ControlLoop:
             else:
                 state.discovery_errors.pop(name, None)
         state.config = self._discovered.served(self._pools_config, sources=self._sources)
+
+
+def kv_health(weights: EngineWeights) -> dict[str, bool]:
+    """Each weighed server's health as the KV-event source judges restarts by: healthy or
+    unhealthy (draining servers left out)."""
+    return {
+        address: w.health is Health.HEALTHY
+        for address, w in weights.endpoints.items()
+        if w.health in (Health.HEALTHY, Health.UNHEALTHY)
+    }

@@ -135,6 +135,8 @@ class KvEvents:
         self._sink = _Fanout([self.counts] if sink is None else [self.counts, sink])
         self._context = context
         self._running: dict[KvEndpoint, _Running] = {}
+        self._down: set[str] = set()
+        """Subscribed servers last seen UNHEALTHY."""
 
     def sync(self, config: Config, endpoints: Mapping[str, Sequence[KvServer]]) -> None:
         """Subscribe to exactly the servers ``config`` and ``endpoints`` name; must run on the
@@ -166,6 +168,24 @@ class KvEvents:
             )
             task = guarded_task(subscriber.run_forever(), name=f"kv-events-{endpoint.server}")
             self._running[endpoint] = _Running(subscriber, task, pool_name, settings)
+
+    def observe_health(self, healthy: Mapping[str, bool]) -> None:
+        """What the engine last read of each server: address -> healthy (``True``) or
+        unhealthy (``False``); a server left out (draining, not read) keeps its last. A
+        subscribed server seen unhealthy and then healthy again is taken as restarted
+        (``KvSubscriber.restarted``: its blocks cleared at once): the protocol has no heartbeat,
+        and a restarted process already past the old sequence number cannot be told by its
+        numbers. A flap that was no restart costs that server's credit until its next events."""
+        for endpoint, running in self._running.items():
+            server = endpoint.server
+            now = healthy.get(server)
+            if now is False:
+                self._down.add(server)
+            elif now is True and server in self._down:
+                self._down.discard(server)
+                log.info("kv events: server back healthy, taken as restarted", server=server)
+                running.subscriber.restarted()
+        self._down.intersection_update(e.server for e in self._running)
 
     def subscription(self, server: str) -> tuple[KvEventsConfig, KvStatus] | None:
         """The settings and status of ``server``'s subscription (by its address), if any."""

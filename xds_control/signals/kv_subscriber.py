@@ -144,8 +144,12 @@ class KvSubscriber:
         )
 
     def restarted(self) -> None:
-        """Told from outside (health went down and up) that the server restarted."""
+        """Told from outside (health went down and up) that the server restarted: its blocks
+        are cleared now, not at its next batch (a restarted server may stay idle), and its
+        sequence numbers start again."""
         self._tracker.restart()
+        self._tracker.cleared = False
+        self._sink.apply(self.endpoint.server, [AllCleared()])
 
     async def run_forever(self, *, backoff_s: float = 1.0, max_backoff_s: float = 30.0) -> None:
         """``run``, and again after anything it raises (logged; a socket error, an address ZMQ
