@@ -12,7 +12,7 @@ from google.protobuf.struct_pb2 import Struct
 
 from xds_control.admin.events import EventLog
 from xds_control.admin.kv_events import kv_events_view
-from xds_control.admin.limits import TokenBudgetRows, limits_view
+from xds_control.admin.limits import TokenBudgetRows, limits_view, narrowed
 from xds_control.admin.sync import streams_view
 from xds_control.admin.v1 import admin_pb2 as pb
 from xds_control.admin.v1 import admin_pb2_grpc
@@ -120,20 +120,13 @@ def _token_budget(row: dict[str, Any]) -> pb.TokenBudget:
 def limits_message(view: dict[str, Any], *, route: str, group: str) -> pb.ListLimitsResponse:
     """``limits_view``'s dict as the typed response, one route (LISTENER/ROUTE) and node group
     or all; with a route, only the output-token budgets of its pools."""
-    rows = [
-        r
-        for r in view["budgets"]
-        if (not route or f"{r['listener']}/{r['route']}" == route)
-        and (not group or r["group"] == group)
-    ]
-    pools = {pool for r in rows for pool in r["pools"]}
-    tokens = [t for t in view.get("token_budgets", []) if not route or t["pool"] in pools]
+    view = narrowed(view, route=route, group=group)
     return pb.ListLimitsResponse(
         enabled=view["enabled"],
         cycle=view["cycle"],
         source_error=view["source_error"] or "",
-        budgets=[_budget(r) for r in rows],
-        token_budgets=[_token_budget(t) for t in tokens],
+        budgets=[_budget(r) for r in view["budgets"]],
+        token_budgets=[_token_budget(t) for t in view["token_budgets"]],
     )
 
 

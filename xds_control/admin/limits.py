@@ -10,7 +10,7 @@ from xds_control.config import Config
 from xds_control.limits import BudgetRow, Limiter
 from xds_control.xds.routes import class_route_name
 
-__all__ = ["TokenBudgetRows", "budget_json", "limits_view"]
+__all__ = ["TokenBudgetRows", "budget_json", "limits_view", "narrowed"]
 
 
 def budget_json(row: BudgetRow) -> dict[str, Any]:
@@ -90,3 +90,17 @@ def limits_view(
         "budgets": rows,
         "token_budgets": tokens,
     }
+
+
+def narrowed(view: dict[str, Any], *, route: str = "", group: str = "") -> dict[str, Any]:
+    """``limits_view``'s answer for one route (LISTENER/ROUTE) and node group, or all (empty):
+    its budget rows, and the output-token budgets of the pools they send to. Pure."""
+    rows = [
+        r
+        for r in view["budgets"]
+        if (not route or f"{r['listener']}/{r['route']}" == route)
+        and (not group or r["group"] == group)
+    ]
+    pools = {pool for r in rows for pool in r["pools"]}
+    tokens = [t for t in view.get("token_budgets", []) if not route or t["pool"] in pools]
+    return {**view, "budgets": rows, "token_budgets": tokens}
