@@ -19,7 +19,7 @@ def test_fleet_streams_runs_changes_and_a_soak(ads: str) -> None:
     argv = [sys.executable, "-m", "xds_lab.bench.fleet_streams", "--ads", ads, "--streams", "20"]
     argv += ["--envoys", "1", "--endpoints", "500", "--pools", "5"]
     argv += ["--changes", "3", "--soak-s", "2"]
-    run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "synced 21 streams" in run.stdout
     assert f"20 {ads} ADS streams + 1 Envoys" in run.stdout

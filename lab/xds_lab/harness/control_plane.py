@@ -81,7 +81,7 @@ class ControlPlaneProcess:
         """Base URL of the admin API."""
         return f"http://127.0.0.1:{self.admin_port}"
 
-    async def start(self, *, timeout: float = 30.0) -> None:
+    async def start(self, *, timeout: float = 60.0) -> None:
         """Start and wait for ``/readyz``."""
         await self.process.start()
 

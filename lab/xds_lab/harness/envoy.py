@@ -103,7 +103,7 @@ class EnvoyProcess:
         """Base URL of Envoy's admin API."""
         return f"http://127.0.0.1:{self.admin_port}"
 
-    async def start(self, *, ready_timeout: float = 30.0) -> None:
+    async def start(self, *, ready_timeout: float = 60.0) -> None:
         """Start Envoy and wait until its admin API answers (not until it is LIVE)."""
         await self.process.start()
 
@@ -115,7 +115,7 @@ class EnvoyProcess:
             answers, process=self.process, timeout=ready_timeout, what="admin did not answer"
         )
 
-    async def wait_live(self, *, timeout: float = 30.0) -> None:
+    async def wait_live(self, *, timeout: float = 60.0) -> None:
         """Wait until Envoy reports LIVE: it has its first CDS/LDS and every cluster warmed."""
 
         async def live() -> bool:

@@ -28,7 +28,7 @@ def test_a_taken_port_is_one_clear_line(tmp_path: Path, flag: str) -> None:
         argv = [sys.executable, "-m", "xds_control", "serve", "--config", str(config)]
         for name, value in addresses.items():
             argv += [name, value]
-        run = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 1
     assert "Traceback" not in run.stderr
     lines = [line for line in run.stderr.splitlines() if line.startswith("xds-control serve:")]

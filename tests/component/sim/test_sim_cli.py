@@ -30,7 +30,7 @@ async def test_sim_command_runs_a_fleet_and_injects_then_clears_a_fault(tmp_path
     )
     try:
         assert proc.stdout is not None
-        banner = (await asyncio.wait_for(proc.stdout.readuntil(b"Ctrl-C"), 15)).decode()
+        banner = (await asyncio.wait_for(proc.stdout.readuntil(b"Ctrl-C"), 60)).decode()
         assert "one" in banner
         assert f"127.0.0.1:{port}" in banner
 
