@@ -5,22 +5,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Protocol, TypeVar
 
-from xds_control.discovery import Endpoint, EndpointSource
+from xds_control.discovery import EndpointSource
 from xds_control.errors import DiscoveryError
 
 __all__ = ["until", "until_error"]
 
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
-async def until(
-    source: EndpointSource,
-    check: Callable[[tuple[Endpoint, ...]], bool],
-    *,
-    timeout: float = 5.0,
-) -> tuple[Endpoint, ...]:
-    """The source's endpoints once ``check`` holds; fails after ``timeout``."""
+
+class Fetches(Protocol[T_co]):
+    """A watching source: an endpoint source, or the InferencePool catalog (names)."""
+
+    async def fetch(self) -> T_co: ...
+
+
+async def until(source: Fetches[T], check: Callable[[T], bool], *, timeout: float = 5.0) -> T:
+    """What the source fetches once ``check`` holds; fails after ``timeout``."""
     deadline = time.monotonic() + timeout
-    last: tuple[Endpoint, ...] | str = ()
+    last: T | str = "nothing fetched yet"
     while time.monotonic() < deadline:
         try:
             last = await source.fetch()

@@ -5,9 +5,7 @@ already served keeps it (its own source keeps its last good spec)."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +13,9 @@ import pytest
 import structlog
 
 from component.discovery.fake_kube_api import FakeKubeApi, inference_pool
+from component.discovery.polling import until
 from xds_control.config.inference_pools import InferencePoolsDiscovery
 from xds_control.discovery import InferencePoolCatalog
-from xds_control.errors import DiscoveryError
 
 
 @pytest.fixture
@@ -39,32 +37,15 @@ def pool(name: str, **spec: Any) -> dict[str, Any]:
     return made
 
 
-async def names_until(
-    catalog: InferencePoolCatalog, check: Callable[[tuple[str, ...]], bool]
-) -> tuple[str, ...]:
-    deadline = time.monotonic() + 5
-    last: tuple[str, ...] | str = ()
-    while time.monotonic() < deadline:
-        try:
-            last = await catalog.fetch()
-        except DiscoveryError as exc:
-            last = str(exc)
-        else:
-            if check(last):
-                return last
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"catalog still at {last!r}")
-
-
 async def test_pools_created_and_deleted_are_followed_by_one_watch(
     api: FakeKubeApi, catalog: InferencePoolCatalog
 ) -> None:
     await api.apply_inference_pool(pool("llama"))
     assert await catalog.fetch() == ("llama",)
     await api.apply_inference_pool(pool("qwen"))
-    await names_until(catalog, lambda n: n == ("llama", "qwen"))
+    await until(catalog, lambda n: n == ("llama", "qwen"))
     await api.delete_inference_pool("llama")
-    await names_until(catalog, lambda n: n == ("qwen",))
+    await until(catalog, lambda n: n == ("qwen",))
     assert api.lists_of == {"InferencePool": 1}
 
 
@@ -76,7 +57,7 @@ async def test_a_bad_object_is_left_out_with_one_line_naming_its_field(
     with structlog.testing.capture_logs() as logs:
         assert await catalog.fetch() == ("llama",)
         await api.apply_inference_pool(pool("qwen"))  # events after it: still one line
-        await names_until(catalog, lambda n: n == ("llama", "qwen"))
+        await until(catalog, lambda n: n == ("llama", "qwen"))
     [line] = [entry for entry in logs if entry["event"] == "InferencePool left out"]
     assert line["inference_pool"] == "no-selector"
     assert "selector.matchLabels" in line["error"]
@@ -89,7 +70,7 @@ async def test_a_bad_edit_of_a_served_pool_keeps_it(
     assert await catalog.fetch() == ("llama",)
     await api.apply_inference_pool(pool("llama", targetPorts=[]))
     await api.apply_inference_pool(pool("qwen"))  # once this shows, the edit was seen
-    assert await names_until(catalog, lambda n: "qwen" in n) == ("llama", "qwen")
+    assert await until(catalog, lambda n: "qwen" in n) == ("llama", "qwen")
 
 
 async def test_a_name_that_cannot_name_a_pool_is_left_out(
