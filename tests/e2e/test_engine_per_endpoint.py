@@ -1,5 +1,6 @@
 """One pool mixing engines through real Envoy: two vLLM servers and a Triton one exporting its
-own nv_* names, each endpoint's engine set, the direct scrape and the data path on. Every
+own nv_* names, each endpoint's engine set, the direct scrape on and the data path left to its
+default, which the mix turns on. Every
 endpoint is read in its own dialect and gets a weight from its readings; the Triton one's
 capacity comes from the data path (its compute per execution is no decode step), on the vLLM
 servers' scale: its A100 is slower than their H100s, and its weight says so."""
@@ -16,11 +17,8 @@ from e2e.engine_stack import SimStack, load, sim_stack
 from e2e.stack import eventually
 from xds_lab.harness.pool_config import one_pool_config
 
-FAST_PATH = {
-    "scrape": {"enabled": True, "interval_s": 0.25},
-    "reconcile_period_s": 0.5,
-    "data_path": {"enabled": True},
-}
+FAST_PATH = {"scrape": {"enabled": True, "interval_s": 0.25}, "reconcile_period_s": 0.5}
+"""No ``data_path`` setting: a pool that mixes vLLM with Triton turns it on by itself."""
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from xds_control.cli.app import App
-from xds_control.config import Config, load_config
+from xds_control.config import Config, data_path_wanted, load_config
 from xds_control.control import ReconcileInputs, fleet_version, reconcile_groups
 from xds_control.discovery import Endpoint, endpoint_source
 from xds_control.errors import ConfigError, DiscoveryError, SnapshotError
@@ -53,7 +53,16 @@ def command(ctx: typer.Context, config: ConfigOption) -> None:
     count = sum(len(e) for e in endpoints.values())
     app.console.print(
         f"{config}: valid: {summary['pools']} pools, {summary['listeners']} listeners, "
-        f"{summary['routes']} routes, {count} endpoints; version {version}",
+        f"{summary['routes']} routes, {count} endpoints; version {version}"
+        f"{_data_path_note(loaded)}",
         markup=False,
         highlight=False,
     )
+
+
+def _data_path_note(config: Config) -> str:
+    """What ``validate`` says of the data path: on, and why when the config's pools need it."""
+    if not config.signals.data_path.on:
+        return ""
+    why = data_path_wanted(config)
+    return f"; data path on ({why})" if why else "; data path on"

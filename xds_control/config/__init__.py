@@ -2,7 +2,13 @@
 
 from xds_control.config.address import HostPort, parse_host_port
 from xds_control.config.classes import Classify, TokenRange
-from xds_control.config.engine_of import NamesEngine, engine_of
+from xds_control.config.data_path import data_path_wanted, resolve_data_path
+from xds_control.config.engine_of import (
+    PER_REQUEST_STEP,
+    NamesEngine,
+    engine_of,
+    measures_comparable,
+)
 from xds_control.config.groups import DEFAULT_GROUP, DefaultGroup, NodeGroup, NodeMatch
 from xds_control.config.kv_events import KvEventPorts, KvEventsConfig
 from xds_control.config.limits import (
@@ -37,6 +43,7 @@ from xds_control.config.weights import EngineBaseWeights, HealthPolicy, WeightPo
 __all__ = [
     "DEFAULT_GROUP",
     "ENV_PREFIX",
+    "PER_REQUEST_STEP",
     "AdaptPolicy",
     "CircuitBreakers",
     "ClassBudget",
@@ -74,9 +81,12 @@ __all__ = [
     "SignalsConfig",
     "TokenRange",
     "WeightPolicy",
+    "data_path_wanted",
     "engine_of",
     "group_names",
     "load_config",
+    "measures_comparable",
     "parse_config",
     "parse_host_port",
+    "resolve_data_path",
 ]

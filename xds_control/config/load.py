@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from xds_control.config.cross_checks import NO_POOL, check_references
+from xds_control.config.data_path import resolve_data_path
 from xds_control.config.document import parse_yaml, read_yaml
 from xds_control.config.root import Config
 from xds_control.errors import ConfigError
@@ -73,7 +74,7 @@ def _to_config(data: Any, *, source: str) -> Config:
     problems = check_references(config)
     if problems:
         raise ConfigError(problems, source=source)
-    return config
+    return resolve_data_path(config)
 
 
 def load_config(path: Path) -> Config:

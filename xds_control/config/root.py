@@ -130,6 +130,7 @@ class Config(BaseSettings):
             "pools": len(self.pools),
             "listeners": len(self.listeners),
             "routes": sum(len(listener.routes) for listener in self.listeners),
+            "data_path": self.signals.data_path.on,
         }
 
 

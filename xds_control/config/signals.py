@@ -83,17 +83,21 @@ class DataPathConfig(StrictModel):
     """Observations from the data path: what Envoy measured per endpoint while serving real
     requests, streamed to the control plane by Envoy's gRPC access-log service."""
 
-    enabled: bool = Field(
-        default=False,
+    enabled: bool | None = Field(
+        default=None,
         description="On, every listener gets a gRPC access log to the control plane over the "
         "bootstrap's xDS cluster (its TLS or Unix socket too), and each endpoint's sample "
         "gains the `datapath_*` readings: request rate, requests in flight, mean time to first "
         "byte, seconds per streamed byte, request bytes per response byte, error ratio. The "
         "engine times with them every endpoint that exports no decode step (Triton, ONNX "
         "Runtime, servers with no metrics), on the vLLM and SGLang servers' scale, and weighs "
-        "routes over pools of different engines. It alone is a signal source. Off by default "
-        "(it adds about 0.5 ms at p99 per request, docs/benchmarks.md); turn it on for pools "
-        "that mix engines or servers without metrics.",
+        "routes over pools of different engines. It alone is a signal source. It adds about "
+        "0.5 ms at p99 per request (docs/benchmarks.md). Unset (the default): on exactly when "
+        "the config puts servers that time a decode step (vLLM, SGLang) beside servers that "
+        "time a whole request (Triton, ONNX Runtime), in one pool or behind one route over "
+        "several pools, which have no capacity in common without it; off otherwise. Engines "
+        "named only by discovery (an endpoints file, a pod label) are not seen by that rule, "
+        "and neither are servers without metrics: set it for those.",
     )
     window_s: float = Field(
         default=30.0,
@@ -102,6 +106,12 @@ class DataPathConfig(StrictModel):
         description="The readings span the requests that finished in the last this many "
         "seconds; an endpoint with none in it is forgotten.",
     )
+
+    @property
+    def on(self) -> bool:
+        """Whether the data path is on: ``enabled`` as loading decided it (an unset value left
+        undecided, as in a config built in code, is off)."""
+        return self.enabled is True
 
 
 class SignalsConfig(StrictModel):

@@ -81,7 +81,7 @@ def reconcile_once(inputs: ReconcileInputs, *, group: NodeGroup | None = None) -
                 listener,
                 model_header=config.model_header,
                 pickers=pickers,
-                data_path=config.signals.data_path.enabled,
+                data_path=config.signals.data_path.on,
             )
             for listener in config.listeners
         ],

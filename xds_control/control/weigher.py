@@ -142,7 +142,7 @@ class Weigher:
         self.data_path.configure(signals.data_path)
         self._data_path_source = (
             DataPathSource(data_path=self.data_path, clock=self._clock)
-            if signals.data_path.enabled
+            if signals.data_path.on
             else None
         )
 

@@ -11,14 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xds_control.config import Engine, Pool, engine_of
+from xds_control.config import PER_REQUEST_STEP, Engine, Pool, engine_of
 from xds_control.discovery import Endpoint
 from xds_control.engine.columns import Column, Mask
 
-__all__ = ["PER_REQUEST_STEP", "EngineColumns", "engine_columns"]
-
-PER_REQUEST_STEP = frozenset({Engine.TRITON, Engine.ONNXRUNTIME})
-"""Engines whose step time is compute time per execution (a whole request), not per token."""
+__all__ = ["EngineColumns", "engine_columns"]
 
 
 @dataclass(frozen=True, slots=True)

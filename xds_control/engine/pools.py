@@ -23,16 +23,15 @@ fleet's decode-step scale (``engine/capacity.py``), and every route is weighed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from xds_control.config import Config, Engine, WeightPolicy
+from xds_control.config import Config, WeightPolicy, measures_comparable
 from xds_control.discovery import Health
 from xds_control.engine.decision import WeightDecision
-from xds_control.engine.engines import PER_REQUEST_STEP
 from xds_control.engine.stability import ewma, noise_alpha, publish
 
 __all__ = [
@@ -40,7 +39,6 @@ __all__ = [
     "RouteWeights",
     "compute_pool_weights",
     "compute_route_weights",
-    "measures_comparable",
     "pool_capacity",
     "route_key",
 ]
@@ -166,14 +164,6 @@ def compute_pool_weights(
         )
         for i, name in enumerate(names)
     }
-
-
-def measures_comparable(engines: Iterable[Engine]) -> bool:
-    """Whether pools of these engines have capacities in the same unit: all per-token step
-    times, or all per-request ones (then only alike when their requests are alike, which a
-    random split between them makes so)."""
-    kinds = {engine in PER_REQUEST_STEP for engine in engines}
-    return len(kinds) <= 1
 
 
 RouteWeights = Mapping[str, Mapping[str, PoolWeight]]

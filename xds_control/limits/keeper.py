@@ -107,7 +107,7 @@ class Limiter:
         endpoints the engines' own histograms leave out (or for all, without Prometheus)."""
         url = config.signals.prometheus_url
         engines = LatencySource(client=client, signals=config.signals) if url is not None else None
-        path = data_path if config.signals.data_path.enabled else None
+        path = data_path if config.signals.data_path.on else None
         if engines is not None and path is not None:
             self._latency_source = FallbackLatency(primary=engines, fallback=path)
         else:

@@ -54,7 +54,7 @@ class DataPath:
 
     def configure(self, config: DataPathConfig) -> None:
         """Turn it on or off; a new ``window_s`` starts a new, empty window."""
-        self.enabled = config.enabled
+        self.enabled = config.on
         if config.window_s != self.window.window_s:
             self.window = DataPathWindow(window_s=config.window_s)
 

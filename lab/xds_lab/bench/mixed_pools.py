@@ -80,7 +80,8 @@ def _config(stack: BenchStack, scenario: Scenario, *, form: str, policy: Policy)
         batch_slots=slots,
         listener_port=stack.listener_port,
         engines={addresses[n]: read_as(p) for n, p in profiles.items()},
-        signals={"data_path": {"enabled": True}} if form in _DATA_PATH else None,
+        # Set either way: left unset, a route over a vLLM and a Triton pool turns it on.
+        signals={"data_path": {"enabled": form in _DATA_PATH}},
     )
     if form in {"one_pool", "one_pool_native"}:
         return one

@@ -52,6 +52,22 @@ def test_validate_accepts_a_good_config(tmp_path: Path) -> None:
     assert "valid: 1 pools, 1 listeners, 1 routes, 1 endpoints" in result.stdout
 
 
+def test_validate_says_when_a_mix_of_engines_turned_the_data_path_on(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    mixed = ONE_POOL.replace(
+        "endpoints: [{address: 127.0.0.1:8001, weight: 10}]",
+        "endpoints: [{address: 127.0.0.1:8001}, {address: 127.0.0.1:8002, engine: triton}]",
+    )
+    for text, said in ((ONE_POOL, None), (mixed, "data path on (pool chat mixes triton, vllm)")):
+        path.write_text(text)
+        result = run("validate", "--config", str(path))
+        assert result.returncode == 0, result.stderr
+        if said is None:
+            assert "data path" not in result.stdout, result.stdout
+        else:
+            assert said in result.stdout, result.stdout
+
+
 def test_validate_checks_the_endpoints_file(tmp_path: Path) -> None:
     (tmp_path / "eps.yaml").write_text("endpoints:\n  - {address: 127.0.0.1:1, weight: 101}\n")
     path = tmp_path / "config.yaml"

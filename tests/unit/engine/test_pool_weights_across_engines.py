@@ -4,9 +4,9 @@ in the same unit: a per-token step (vLLM, SGLang) is not a per-request compute t
 from __future__ import annotations
 
 from decisions import steady_decision
-from xds_control.config import Engine, parse_config
+from xds_control.config import Engine, measures_comparable, parse_config
 from xds_control.engine import WeightDecision
-from xds_control.engine.pools import compute_route_weights, measures_comparable
+from xds_control.engine.pools import compute_route_weights
 
 CONFIG = """
 pools:
