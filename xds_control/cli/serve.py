@@ -27,6 +27,8 @@ from xds_control.flow import FlowController
 from xds_control.limits import Limiter
 from xds_control.picker import Fleet, Picker, PickerServer, picker_addresses
 from xds_control.picker.held import HeldBlocks
+from xds_control.picker.prefix import Tokenize
+from xds_control.picker.tokenizer import TokenizerShelf
 from xds_control.server import StreamRegistry, XdsServer
 from xds_control.signals import AccessLogServicer, DataPathLatency
 from xds_control.signals.kv_events import KvEvents
@@ -95,9 +97,19 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
         picks: Picker | None = None
         flow: FlowController | None = None
         if addresses := picker_addresses(config):
+            shelf = TokenizerShelf()
+
+            def tokenizers(pool: str) -> Tokenize | None:
+                settings = fleet.picker(pool)
+                if settings is None or settings.tokenizer is None:
+                    return None
+                found = shelf.get(str(config_path.parent / settings.tokenizer))
+                return None if found is None else found.token_ids
+
             picks = Picker(
                 fleet=fleet,
                 held=held,
+                tokenizers=tokenizers,
                 stale=lambda pool, address: events_stale(
                     kv_events, weigher.view().pools, pool=pool, address=address
                 ),

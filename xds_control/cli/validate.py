@@ -13,6 +13,7 @@ from xds_control.config import Config, data_path_wanted, load_config
 from xds_control.control import ReconcileInputs, fleet_version, reconcile_groups
 from xds_control.discovery import Endpoint, endpoint_source
 from xds_control.errors import ConfigError, DiscoveryError, SnapshotError
+from xds_control.picker.tokenizer import PromptTokenizer, TokenizerError
 
 __all__ = ["EXIT_INVALID", "command"]
 
@@ -49,6 +50,11 @@ def command(ctx: typer.Context, config: ConfigOption) -> None:
         raise typer.Exit(EXIT_INVALID) from None
     except (DiscoveryError, SnapshotError) as exc:
         app.abort(f"{config}: invalid endpoints: {exc}", EXIT_INVALID)
+    if problems := _tokenizer_problems(loaded, config.parent):
+        app.err.print(f"{config}: invalid config", markup=False)
+        for path, message in problems:
+            app.err.print(f"  {path}: {message}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_INVALID)
     summary = loaded.summary()
     count = sum(len(e) for e in endpoints.values())
     app.console.print(
@@ -58,6 +64,19 @@ def command(ctx: typer.Context, config: ConfigOption) -> None:
         markup=False,
         highlight=False,
     )
+
+
+def _tokenizer_problems(config: Config, base: Path) -> list[tuple[str, str]]:
+    """Field path -> why, for each picker tokenizer that does not load."""
+    problems = []
+    for i, pool in enumerate(config.pools):
+        if pool.picker is None or pool.picker.tokenizer is None:
+            continue
+        try:
+            PromptTokenizer.load(base / pool.picker.tokenizer)
+        except (TokenizerError, OSError) as exc:
+            problems.append((f"pools[{i}].picker.tokenizer", str(exc)))
+    return problems
 
 
 def _data_path_note(config: Config) -> str:

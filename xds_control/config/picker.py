@@ -68,6 +68,19 @@ class PoolPicker(StrictModel):
         description="Bodies longer than this are not parsed (bounded work per request): they "
         "get no pick and take the fallback policy. At most Envoy's 1 MiB buffer limit.",
     )
+    tokenizer: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A directory holding the served model's `tokenizer.json` and its chat "
+        "template (`chat_template.jinja` or `tokenizer_config.json`), as the model's repository "
+        "ships them (relative: to the config file's directory); mount it, nothing is "
+        "downloaded. `xds-control validate` loads it. With it the picker cuts each prompt into "
+        "the engine's token ids: it counts prompt tokens exactly, and matches prompts against "
+        "the blocks the servers' KV-cache events say they hold (`signals.kv_events`). Unset: "
+        "tokens are estimated as bytes / 4 and routing history alone says where a prefix is. "
+        "Loaded in the background; one that fails to load is logged, tried again every 30 s, "
+        "and meanwhile picks go on without it.",
+    )
     index_size: int = Field(
         default=50_000,
         ge=1,

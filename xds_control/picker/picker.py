@@ -16,7 +16,7 @@ from xds_control.picker.held import HeldBlocks, token_keys
 from xds_control.picker.index import PrefixIndex
 from xds_control.picker.ledger import Ledger
 from xds_control.picker.metrics import PICKS, SERVED
-from xds_control.picker.prefix import BLOCK_BYTES, BYTES_PER_TOKEN, Prompt, read_prompt
+from xds_control.picker.prefix import BLOCK_BYTES, Prompt, Tokenize, read_prompt
 from xds_control.picker.score import Candidate, Ranking, rank, uncached_tokens
 
 __all__ = ["ASSIGNMENT_MAX_AGE_S", "Picker", "queued_tokens"]
@@ -60,21 +60,22 @@ class Picker:
         fleet: Fleet,
         clock: Callable[[], float] = time.time,
         held: HeldBlocks | None = None,
-        tokenize: Callable[[bytes], Sequence[int] | None] | None = None,
+        tokenizers: Callable[[str], Tokenize | None] | None = None,
         stale: Callable[[str, str], bool] | None = None,
         delivered: Callable[[str], frozenset[str] | None] | None = None,
     ) -> None:
         """``held`` is the index from the servers' KV events; it decides for the servers that
-        publish them once ``tokenize`` (a request body -> its prompt's token ids, as the
-        engine's tokenizer gives them) is given. Without both, routing history decides, and so
-        it does for a server whose events ``stale(pool, address)`` says have stopped.
+        publish them once ``tokenizers(pool)`` gives the pool's ``Tokenize`` (a request body ->
+        its prompt's token ids, as the engine's tokenizer gives them), which also counts
+        prompt tokens exactly. Without both, routing history decides, and so it does for a
+        server whose events ``stale(pool, address)`` says have stopped.
         ``delivered(pool)`` gives the servers every Envoy has taken (its ACKed EDS; ``None``:
         none asks): flow control dispatches only to those."""
         self.fleet = fleet
         self._delivered = delivered
         self.clock = clock
         self.held = held
-        self._tokenize = tokenize
+        self._tokenizers = tokenizers
         self._stale = stale
         self._pools: dict[str, _Pool] = {}
 
@@ -131,12 +132,13 @@ class Picker:
         settings = self.fleet.picker(pool)
         prompt = None
         if settings is not None and len(body) <= settings.max_body_bytes:
-            prompt = read_prompt(body, prefix_bytes=settings.prefix_bytes)
+            tokenize = self._tokenizers(pool) if self._tokenizers is not None else None
+            prompt = read_prompt(body, prefix_bytes=settings.prefix_bytes, tokenize=tokenize)
         if settings is None or prompt is None:
             PICKS.labels(pool=pool, outcome="none").inc()
             return []
         state = self._pool(pool, settings.index_size)
-        cached = self._cached(state, pool=pool, prompt=prompt, body=body)
+        cached = self._cached(state, pool=pool, prompt=prompt)
         ranking, candidates, queued = self._rank(
             state,
             pool=pool,
@@ -165,24 +167,21 @@ class Picker:
             )
         return chosen
 
-    def _cached(self, state: _Pool, *, pool: str, prompt: Prompt, body: bytes) -> dict[str, float]:
+    def _cached(self, state: _Pool, *, pool: str, prompt: Prompt) -> dict[str, float]:
         """Address -> prompt tokens the server holds: from its KV events when it publishes
         them and the prompt's tokens are known, else from where the picker sent prompts; none
         on a server that keeps no prefix cache."""
         uncached = self.fleet.without_prefix_cache(pool)
         cached = {
-            address: min(prompt.tokens, blocks * BLOCK_BYTES / BYTES_PER_TOKEN)
+            address: min(prompt.tokens, blocks * BLOCK_BYTES / prompt.bytes_per_token)
             for address, blocks in state.index.matched(prompt.blocks).items()
             if address not in uncached
         }
         held = self.held
         size = held.block_size if held is not None else None
-        ids = self._tokenize(body) if self._tokenize is not None and size else None
+        ids = prompt.token_ids
         if held is None or size is None or ids is None:
             return cached
-        # Token counts from events are exact; the history's are bytes / 4: put them on one
-        # scale, the prompt's own estimate, before mixing servers of both kinds.
-        scale = prompt.tokens / max(1, len(ids))
         stale = self._stale
 
         def by_events(address: str) -> bool:
@@ -193,7 +192,7 @@ class Picker:
             del cached[address]
         for address, blocks in from_events.items():
             if address not in uncached and by_events(address):
-                cached[address] = min(prompt.tokens, blocks * size * scale)
+                cached[address] = min(prompt.tokens, blocks * size)
         return cached
 
     def _record(

@@ -14,20 +14,25 @@ hashed: engines cache only full blocks.
 ``prefix_bytes`` bytes: the listener classifier's notion of a template (docs/routing.md). It
 only breaks ties, spreading new templates over servers by weight.
 
-Tokens are estimated as bytes / 4 (the usual rule for English text with BPE tokenizers): the
-picker only compares servers with each other, so the rule's error cancels as long as it is the
-same for every request. Pure.
+**Tokens.** With the model's tokenizer (``tokenize``), the prompt's token ids as the engine
+cuts them, and their count. Without one, tokens are estimated as bytes / 4 (the usual rule for
+English text with BPE tokenizers): the picker only compares servers with each other, so the
+rule's error cancels as long as it is the same for every request. Pure.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["BLOCK_BYTES", "BYTES_PER_TOKEN", "Prompt", "prefix_key", "read_prompt"]
+__all__ = ["BLOCK_BYTES", "BYTES_PER_TOKEN", "Prompt", "Tokenize", "prefix_key", "read_prompt"]
 
 BYTES_PER_TOKEN = 4
+
+Tokenize = Callable[[Mapping[str, Any]], Sequence[int] | None]
+"""A request body (parsed) -> its prompt's token ids, ``None`` where they cannot be known."""
 
 BLOCK_BYTES = 128
 """Bytes per block of the prefix index: about 32 tokens, two of vLLM's 16-token blocks. Finer
@@ -43,7 +48,11 @@ class Prompt(NamedTuple):
     blocks: tuple[bytes, ...]
     """Chained hashes of the prompt's full ``BLOCK_BYTES`` blocks, first block first."""
     tokens: float
-    """Approximate prompt tokens: the prefill it costs a server with nothing cached."""
+    """Prompt tokens: the prefill it costs a server with nothing cached (exact with ids)."""
+    token_ids: Sequence[int] | None = None
+    """The prompt's token ids, as the engine's tokenizer gives them; ``None`` without one."""
+    bytes_per_token: float = BYTES_PER_TOKEN
+    """The prompt's text bytes per token: what one ``BLOCK_BYTES`` block holds in tokens."""
 
 
 def _content_texts(content: Any) -> list[str]:
@@ -94,9 +103,15 @@ def _blocks(rendered: bytes) -> tuple[bytes, ...]:
     return tuple(out)
 
 
-def read_prompt(body: bytes, *, prefix_bytes: int) -> Prompt | None:
+def read_prompt(
+    body: bytes,
+    *,
+    prefix_bytes: int,
+    tokenize: Tokenize | None = None,
+) -> Prompt | None:
     """``body``'s blocks, key and size, or ``None`` when it is not a JSON completion or chat
-    request (such a request gets no pick)."""
+    request (such a request gets no pick). ``tokenize`` gives a body's token ids, ``None``
+    where it cannot."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError):
@@ -108,10 +123,14 @@ def read_prompt(body: bytes, *, prefix_bytes: int) -> Prompt | None:
         return None
     rendered, texts, system = found
     template = "".join(system).encode() or "".join(texts).encode()[:prefix_bytes]
+    size = sum(len(t.encode()) for t in texts)
+    ids = tokenize(doc) if tokenize is not None else None
     return Prompt(
         key=hashlib.blake2b(template, digest_size=16).digest(),
         blocks=_blocks(rendered),
-        tokens=sum(len(t.encode()) for t in texts) / BYTES_PER_TOKEN,
+        tokens=size / BYTES_PER_TOKEN if ids is None else len(ids),
+        token_ids=ids,
+        bytes_per_token=BYTES_PER_TOKEN if not ids else max(1.0, size) / len(ids),
     )
 
 

@@ -17,11 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["LoadSpec", "RequestSpec", "build_requests", "fingerprint", "lognormal_length"]
+from xds_lab.vocabulary import VOCABULARY
 
-_SYLLABLES = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "zu", "da", "ho")
-# 1,728 three-syllable words: unique prompts practically never share a 16-word block by chance.
-_VOCAB = tuple(a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES)
+__all__ = ["LoadSpec", "RequestSpec", "build_requests", "fingerprint", "lognormal_length"]
 
 
 class LoadSpec(BaseModel):
@@ -78,7 +76,7 @@ def lognormal_length(rng: random.Random, *, mean: float, sigma: float, cap: int)
 
 
 def _words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choices(_VOCAB, k=n))
+    return " ".join(rng.choices(VOCABULARY, k=n))
 
 
 def _digest(text: str) -> str:

@@ -35,7 +35,8 @@ from xds_lab.sim.scheduler import (
     ServerRestartedError,
 )
 from xds_lab.sim.stats import EngineStats
-from xds_lab.sim.tokens import block_hashes, token_ids
+from xds_lab.sim.tokenizer import encode
+from xds_lab.sim.tokens import block_hashes
 
 __all__ = ["JSON_ERRORS", "Completions"]
 
@@ -73,6 +74,25 @@ class Completions:
         """``POST /v1/chat/completions``."""
         return await self._serve(request, chat=True)
 
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """``POST /tokenize``, as vLLM answers it: a ``prompt`` or chat ``messages`` as the
+        lab's tokenizer cuts them (``xds_lab.sim.tokenizer``)."""
+        try:
+            body = json.loads(await request.read())
+            chat = isinstance(body, dict) and "messages" in body
+            parsed = parse_request(body, chat=chat, default_model=self.profile.model)
+        except JSON_ERRORS as exc:
+            return self._error(400, str(exc), "BadRequestError")
+        ids = encode(parsed.tokens)
+        return web.json_response(
+            {
+                "count": len(ids),
+                "max_model_len": self.profile.max_model_len,
+                "tokens": ids,
+                "token_strs": None,
+            }
+        )
+
     def _error(self, status: int, message: str, kind: str) -> web.Response:
         return web.json_response(error_body(message=message, kind=kind, code=status), status=status)
 
@@ -96,7 +116,7 @@ class Completions:
             arrival=loop.time(),
             first_token=loop.create_future(),
             done=loop.create_future(),
-            token_ids=token_ids(parsed.tokens) if self.scheduler.kv_events else [],
+            token_ids=encode(parsed.tokens) if self.scheduler.kv_events else [],
         )
         try:
             self.scheduler.submit(seq)

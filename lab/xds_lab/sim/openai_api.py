@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from xds_lab.sim.tokens import chat_tokens, text_tokens
+from xds_lab.sim.tokens import OUTPUT_WORDS, chat_tokens, text_tokens
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -27,7 +27,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TOKENS = 128
-_WORDS = ("the", "model", "answers", "with", "simulated", "tokens", "for", "this", "request")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +90,8 @@ def lenient_request(raw: bytes, *, default_model: str) -> ParsedRequest:
 
 def filler_text(start: int, count: int) -> str:
     """Output words ``start .. start + count``: deterministic, one word per token."""
-    n = len(_WORDS)
-    return "".join(f" {_WORDS[i % n]}" for i in range(start, start + count))
+    n = len(OUTPUT_WORDS)
+    return "".join(f" {OUTPUT_WORDS[i % n]}" for i in range(start, start + count))
 
 
 def _usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:

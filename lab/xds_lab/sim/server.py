@@ -89,6 +89,8 @@ class SimServer:
         app.router.add_post("/v1/completions", self._completions.completions)
         app.router.add_post("/v1/chat/completions", self._completions.chat_completions)
         app.router.add_get("/v1/models", self._models)
+        if self.profile.engine == "vllm":
+            app.router.add_post("/tokenize", self._completions.tokenize)
         app.router.add_get("/health", self._health)
         if self.profile.metrics != NO_METRICS:
             app.router.add_get("/metrics", self._metrics)

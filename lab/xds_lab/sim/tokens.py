@@ -9,20 +9,26 @@ prefill and a shared text prefix really hits the prefix cache.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
     "BLOCK_SIZE",
+    "OUTPUT_WORDS",
+    "ROLES",
     "block_hashes",
     "chat_tokens",
     "count_tokens",
     "text_tokens",
-    "token_ids",
 ]
 
 BLOCK_SIZE = 16
 """Tokens per KV-cache block (vLLM's default block size)."""
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+"""Chat roles the lab's tokenizer has a marker token for."""
+
+OUTPUT_WORDS = ("the", "model", "answers", "with", "simulated", "tokens", "for", "this", "request")
+"""What the simulator generates, one word per token, in turn."""
 
 
 def text_tokens(text: str) -> list[str]:
@@ -64,10 +70,3 @@ def block_hashes(tokens: Sequence[str], *, block_size: int = BLOCK_SIZE) -> list
         parent = hash((parent, tuple(tokens[start : start + block_size])))
         hashes.append(parent)
     return hashes
-
-
-def token_ids(tokens: Sequence[str]) -> list[int]:
-    """Token ids of ``tokens`` in the lab's word-level vocabulary: each word's id is the first
-    four bytes of its BLAKE2b digest, so every process (the servers, a test, the picker) gives
-    a word the same id without a vocabulary file. KV events carry these ids."""
-    return [int.from_bytes(hashlib.blake2b(t.encode(), digest_size=4).digest()) for t in tokens]

@@ -10,6 +10,7 @@ import pytest
 
 from configs import ONE_POOL
 from xds_lab.harness.ports import free_port
+from xds_lab.sim.tokenizer import write
 
 BAD = {
     "missing pool": (ONE_POOL.replace("pool: chat", "pool: gpu"), "listeners[0].routes[0].pool"),
@@ -95,3 +96,16 @@ def test_shipped_example_is_valid() -> None:
     result = run("validate", "--config", str(example))
     assert result.returncode == 0, result.stderr
     assert "valid: 2 pools, 1 listeners, 4 routes, 5 endpoints" in result.stdout
+
+
+def test_validate_loads_the_pickers_tokenizer(tmp_path: Path) -> None:
+    picker = "    picker: {address: '127.0.0.1:9002', tokenizer: model}\n    endpoints:"
+    path = tmp_path / "config.yaml"
+    path.write_text(ONE_POOL.replace("    endpoints:", picker))
+    result = run("validate", "--config", str(path))  # no such directory beside the config
+    assert result.returncode == 2, result
+    assert "pools[0].picker.tokenizer" in result.stderr
+    assert "tokenizer.json" in result.stderr
+    write(tmp_path / "model")  # relative paths are read from the config's directory
+    result = run("validate", "--config", str(path))
+    assert result.returncode == 0, result.stderr

@@ -24,7 +24,8 @@ from xds_control.signals.kv_wire import AllCleared, BlocksRemoved, BlocksStored,
 from xds_lab.sim.kv_publisher import KvEventsSpec
 from xds_lab.sim.profiles import get_profile
 from xds_lab.sim.server import SimServer
-from xds_lab.sim.tokens import BLOCK_SIZE, token_ids
+from xds_lab.sim.tokenizer import encode
+from xds_lab.sim.tokens import BLOCK_SIZE
 
 # -- vLLM 0.9.0 ---------------------------------------------------------------------------
 
@@ -252,7 +253,7 @@ async def test_each_release_decodes_what_the_simulator_publishes(
     first = stored[0]
     assert first.block_size == BLOCK_SIZE
     assert first.parent_block_hash is None
-    assert first.token_ids == token_ids(prompts[0].split())
+    assert first.token_ids == encode(prompts[0].split())
     assert len(first.block_hashes) == 4
     assert all(isinstance(h, int if hashes == "int" else bytes) for h in first.block_hashes)
     assert sum(len(e.block_hashes) for e in stored) == 12

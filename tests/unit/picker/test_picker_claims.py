@@ -5,6 +5,8 @@ cache."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 
@@ -43,9 +45,9 @@ def _body(words: list[str]) -> bytes:
     return json.dumps({"prompt": " ".join(words), "max_tokens": 1}).encode()
 
 
-def _tokenize(body: bytes) -> list[int]:
+def _tokenize(doc: Mapping[str, Any]) -> list[int]:
     """A stand-in for the engine's tokenizer: one id per word."""
-    return [int(w[1:]) for w in json.loads(body)["prompt"].split()]
+    return [int(w[1:]) for w in str(doc["prompt"]).split()]
 
 
 def _fleet(engines: dict[str, Engine | None]) -> Fleet:
@@ -69,12 +71,12 @@ def test_a_server_without_a_prefix_cache_is_never_taken_to_hold_a_prompt() -> No
     assert set(state.index.matched(prompt.blocks)) == {B}
     # Even an entry from before (the engine label came later) claims nothing on it.
     state.index.put(prompt.blocks, A)
-    assert set(picker._cached(state, pool="chat", prompt=prompt, body=body)) == {B}
+    assert set(picker._cached(state, pool="chat", prompt=prompt)) == {B}
 
 
 def test_events_decide_for_servers_that_publish_them() -> None:
     held = HeldBlocks()
-    picker = Picker(fleet=_fleet({}), held=held, tokenize=_tokenize)
+    picker = Picker(fleet=_fleet({}), held=held, tokenizers=lambda pool: _tokenize)
     body = _body(WORDS)
     sent = picker.pick(pool="chat", body=body)[0]  # routing history: `sent` holds it now
     # The server it went to publishes events, and they say it evicted the prompt; another
@@ -108,7 +110,7 @@ def test_a_server_whose_events_stopped_falls_back_to_routing_history() -> None:
     picker = Picker(
         fleet=_fleet({}),
         held=held,
-        tokenize=_tokenize,
+        tokenizers=lambda pool: _tokenize,
         stale=lambda pool, address: address in stopped,
     )
     body = _body(WORDS)

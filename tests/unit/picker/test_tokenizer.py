@@ -1,0 +1,114 @@
+"""The picker's tokenizer cuts a request into the ids the engine would: the model's chat
+template rendered as vLLM renders it, encoded with the model's ``tokenizer.json``; a
+directory that cannot be used says which file and why, and the shelf keeps picking without it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from xds_control.picker.tokenizer import PromptTokenizer, TokenizerError, TokenizerShelf
+from xds_lab.sim.tokenizer import encode, write
+from xds_lab.sim.tokens import chat_tokens, text_tokens
+
+MESSAGES: list[dict[str, Any]] = [
+    {"role": "system", "content": "kakaka lololo mimimi"},
+    {"role": "user", "content": [{"type": "text", "text": "nenene"}, {"type": "image_url"}]},
+]
+
+
+def _model(directory: Path, *, template: str | None, **config: object) -> Path:
+    """A model directory with a word-level tokenizer over a few words and special tokens."""
+    words = ["[UNK]", "<s>", "</s>", "<|user|>", "<|system|>", "<|assistant|>", "a", "b", "c"]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    directory.mkdir()
+    tokenizer.save(str(directory / "tokenizer.json"))
+    if template is not None:
+        config["chat_template"] = template
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return directory
+
+
+def test_the_labs_model_gives_the_simulators_own_ids(tmp_path: Path) -> None:
+    tokenizer = PromptTokenizer.load(write(tmp_path / "model"))
+    assert tokenizer.token_ids({"messages": MESSAGES}) == encode(chat_tokens(MESSAGES))
+    prompt = "kakaka lololo somethingelse"
+    assert tokenizer.token_ids({"prompt": prompt}) == encode(text_tokens(prompt))
+    assert tokenizer.token_ids({"prompt": ["kakaka ", "lololo"]}) == encode(["kakaka", "lololo"])
+    assert tokenizer.token_ids({"input": "kakaka"}) is None  # no completion request
+
+
+def test_a_template_reads_special_tokens_and_the_generation_prompt(tmp_path: Path) -> None:
+    template = (
+        "{{ bos_token }} {% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} "
+        "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    directory = _model(
+        tmp_path / "model",
+        template=template,
+        bos_token={"__type": "AddedToken", "content": "<s>"},  # as older configs write it
+    )
+    tokenizer = PromptTokenizer.load(directory)
+    # A template that does not loop over content gets the text parts joined, as vLLM does.
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a b"}]}]}
+    assert tokenizer.token_ids(body) == [1, 3, 6, 7, 5]
+
+
+def test_a_chat_template_file_wins_over_the_config(tmp_path: Path) -> None:
+    directory = _model(tmp_path / "model", template="c")
+    (directory / "chat_template.jinja").write_text("{% for m in messages %}a {% endfor %}")
+    tokenizer = PromptTokenizer.load(directory)
+    assert tokenizer.token_ids({"messages": [{"role": "user", "content": "b"}] * 2}) == [6, 6]
+
+
+def test_without_a_template_only_completions_get_ids(tmp_path: Path) -> None:
+    tokenizer = PromptTokenizer.load(_model(tmp_path / "model", template=None))
+    assert tokenizer.token_ids({"messages": MESSAGES}) is None
+    assert tokenizer.token_ids({"prompt": "a b zz"}) == [6, 7, 0]
+
+
+def test_a_template_that_refuses_a_request_gives_no_ids(tmp_path: Path) -> None:
+    template = (
+        "{% if messages[0]['role'] != 'user' %}{{ raise_exception('user first') }}{% endif %}a"
+    )
+    tokenizer = PromptTokenizer.load(_model(tmp_path / "model", template=template))
+    assert tokenizer.token_ids({"messages": [{"role": "user", "content": "b"}]}) == [6]
+    assert tokenizer.token_ids({"messages": [{"role": "system", "content": "b"}]}) is None
+
+
+def test_a_directory_that_cannot_be_used_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(TokenizerError, match=r"tokenizer\.json"):
+        PromptTokenizer.load(tmp_path)
+    broken = _model(tmp_path / "model", template="{% for %}")
+    with pytest.raises(TokenizerError, match="chat template does not compile"):
+        PromptTokenizer.load(broken)
+
+
+async def test_the_shelf_loads_off_the_loop_and_retries_a_directory_that_failed(
+    tmp_path: Path,
+) -> None:
+    now = [0.0]
+    shelf = TokenizerShelf(clock=lambda: now[0])
+    directory = tmp_path / "model"
+    assert shelf.get(str(directory)) is None  # not there yet: a load starts, and fails
+    for _ in range(100):
+        if shelf.failures():
+            break
+        await asyncio.sleep(0.01)
+    assert "tokenizer.json" in shelf.failures()[str(directory)]
+    write(directory)  # the mount arrives
+    assert shelf.get(str(directory)) is None  # not tried again before 30 s
+    now[0] = 31.0
+    assert shelf.get(str(directory)) is None  # tried again, in the background
+    for _ in range(100):
+        if (found := shelf.get(str(directory))) is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert found is not None
+    assert shelf.failures() == {}
