@@ -62,11 +62,14 @@ class PoolPicker(StrictModel):
         "cost go to one server.",
     )
     max_body_bytes: int = Field(
-        default=65_536,
+        default=262_144,
         ge=1,
         le=1_048_576,
         description="Bodies longer than this are not parsed (bounded work per request): they "
-        "get no pick and take the fallback policy. At most Envoy's 1 MiB buffer limit.",
+        "get no pick and take the fallback policy. The default admits a prompt of about "
+        "50,000 tokens of English (a 16,000-token prompt is some 64 KiB of text, before its "
+        "JSON); a pick's work grows with the body, a few milliseconds at 100 KiB "
+        "(docs/benchmarks.md, `pick_cost`). At most Envoy's 1 MiB buffer limit.",
     )
     tokenizer: str | None = Field(
         default=None,

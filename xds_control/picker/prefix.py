@@ -27,11 +27,28 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["BLOCK_BYTES", "BYTES_PER_TOKEN", "Prompt", "Tokenize", "prefix_key", "read_prompt"]
+__all__ = [
+    "BLOCK_BYTES",
+    "BYTES_PER_TOKEN",
+    "Prompt",
+    "TokenIds",
+    "Tokenize",
+    "prefix_key",
+    "read_prompt",
+]
 
 BYTES_PER_TOKEN = 4
 
-Tokenize = Callable[[Mapping[str, Any]], Sequence[int] | None]
+
+class TokenIds(NamedTuple):
+    """A prompt's token ids as the engine's tokenizer gives them: all, or the first ones."""
+
+    ids: Sequence[int]
+    share: float
+    """The share of the prompt's text they cover, (0, 1]: 1 when they are all of them."""
+
+
+Tokenize = Callable[[Mapping[str, Any]], TokenIds | None]
 """A request body (parsed) -> its prompt's token ids, ``None`` where they cannot be known."""
 
 BLOCK_BYTES = 128
@@ -50,7 +67,8 @@ class Prompt(NamedTuple):
     tokens: float
     """Prompt tokens: the prefill it costs a server with nothing cached (exact with ids)."""
     token_ids: Sequence[int] | None = None
-    """The prompt's token ids, as the engine's tokenizer gives them; ``None`` without one."""
+    """The prompt's (first) token ids, as the engine's tokenizer gives them; ``None`` without
+    one."""
     bytes_per_token: float = BYTES_PER_TOKEN
     """The prompt's text bytes per token: what one ``BLOCK_BYTES`` block holds in tokens."""
 
@@ -125,12 +143,15 @@ def read_prompt(
     template = "".join(system).encode() or "".join(texts).encode()[:prefix_bytes]
     size = sum(len(t.encode()) for t in texts)
     ids = tokenize(doc) if tokenize is not None else None
+    tokens = size / BYTES_PER_TOKEN
+    if ids is not None and ids.ids and ids.share > 0:
+        tokens = len(ids.ids) / ids.share  # exact, or the part past the ids estimated
     return Prompt(
         key=hashlib.blake2b(template, digest_size=16).digest(),
         blocks=_blocks(rendered),
-        tokens=size / BYTES_PER_TOKEN if ids is None else len(ids),
-        token_ids=ids,
-        bytes_per_token=BYTES_PER_TOKEN if not ids else max(1.0, size) / len(ids),
+        tokens=tokens,
+        token_ids=None if ids is None else ids.ids,
+        bytes_per_token=max(1.0, size) / max(1.0, tokens),
     )
 
 

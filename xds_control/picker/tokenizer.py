@@ -13,18 +13,31 @@ How vLLM hands message contents to a template: a template that loops over a mess
 ``content`` gets OpenAI's list of parts; any other gets the text parts joined by newlines
 (vLLM's "auto" content format).
 
-``PromptTokenizer`` is pure once loaded; ``TokenizerShelf`` loads each directory once, off the
-event loop, and retries one that failed.
+**Bounded work per pick.** Encoding is the costly part (on this project's VM the library
+takes about 1 ms per 2,000 tokens, 10-20 ms for 16,000), and picks run on the event loop. So the
+rendered text is cut into pieces of about ``CHUNK_CHARS`` characters, each ending before a
+single space that starts a word, and each piece is encoded alone and kept (least recently used
+dropped first), keyed by everything up to its end: a shared system prompt or a conversation's
+earlier turns are encoded once. A pick encodes at most ``BUDGET_CHARS`` characters of pieces it
+has not seen; past them it has the prompt's first ids only (what prefix matching reads first)
+and estimates the rest of the count. Cutting where a word starts gives the ids of the whole
+text for tokenizers that split words at spaces before they merge (byte-level BPE, SentencePiece,
+word-level); ``load`` checks that on a sample and encodes whole texts (up to the budget) for a
+tokenizer where it does not hold.
+
+``PromptTokenizer`` is pure but for that cache; ``TokenizerShelf`` loads each directory once,
+off the event loop, and retries one that failed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +46,22 @@ import structlog
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
-__all__ = ["PromptTokenizer", "TokenizerError", "TokenizerShelf"]
+from xds_control.picker.prefix import TokenIds
+
+__all__ = ["BUDGET_CHARS", "CHUNK_CHARS", "PromptTokenizer", "TokenizerError", "TokenizerShelf"]
+
+CHUNK_CHARS = 1024
+"""Characters per piece the cache keeps (a piece ends at the first word start past this)."""
+BUDGET_CHARS = 4096
+"""Characters of new pieces one pick encodes at most: about 1,000 tokens of English, ~0.5 ms."""
+_CACHED_PIECES = 20_000
+"""Pieces kept, about 20 MB of text and its ids."""
+_SAMPLE = (
+    "The quick brown fox, who was 12345 days old, jumped over the lazy dog.  Twice!\n"
+    "def main() -> None:\n    print('hello, world')  # a comment\n\n"
+    "Ünïcödé text, emoji 🙂 and numbers 3.14159 follow: [1, 2, 3] {'a': \"b\"}. "
+) * 12
+"""What ``load`` cuts into pieces to check that pieces encode as the whole text does."""
 
 log = structlog.get_logger(__name__)
 
@@ -92,17 +120,41 @@ def _as_text(content: object) -> object:
     return content
 
 
-@dataclass(frozen=True, slots=True)
-class PromptTokenizer:
-    """One model's tokenizer and chat template."""
+def _cuts(text: str, *, start: int, size: int) -> int:
+    """Where the piece from ``start`` ends: before the first single space past ``start +
+    size`` that starts a word (the text's end if there is none)."""
+    at = start + size
+    while True:
+        at = text.find(" ", at)
+        if at < 0:
+            return len(text)
+        if not text[at - 1].isspace() and at + 1 < len(text) and not text[at + 1].isspace():
+            return at
+        at += 1
 
-    tokenizer: Tokenizer
-    template: jinja2.Template | None
-    """``None``: the model has no chat template, so chat requests get no ids."""
-    specials: Mapping[str, str]
-    """``bos_token`` and the like, as the template sees them."""
-    parts: bool
-    """The template reads a message's content as a list of parts (else as one text)."""
+
+class PromptTokenizer:
+    """One model's tokenizer and chat template, with the cache of pieces it encoded."""
+
+    def __init__(
+        self,
+        *,
+        tokenizer: Tokenizer,
+        template: jinja2.Template | None,
+        specials: Mapping[str, str],
+        parts: bool,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.template = template
+        """``None``: the model has no chat template, so chat requests get no ids."""
+        self.specials = specials
+        """``bos_token`` and the like, as the template sees them."""
+        self.parts = parts
+        """The template reads a message's content as a list of parts (else as one text)."""
+        self._pieces: OrderedDict[bytes, list[int]] = OrderedDict()
+        self._added = self._specials_added()
+        self.pieces = self._agrees()
+        """Pieces encode as the whole text does (else whole texts are encoded)."""
 
     @classmethod
     def load(cls, directory: Path) -> PromptTokenizer:
@@ -129,14 +181,84 @@ class PromptTokenizer:
         parts = source is not None and _LOOPS_OVER_CONTENT.search(source) is not None
         return cls(tokenizer=tokenizer, template=template, specials=specials, parts=parts)
 
-    def token_ids(self, doc: Mapping[str, Any]) -> list[int] | None:
-        """The prompt's token ids for a completion or chat request body, ``None`` when they
-        cannot be known (no prompt, no chat template, a template that refuses the request)."""
+    def _specials_added(self) -> tuple[list[int], list[int]]:
+        """The ids a completion's prompt gets before and after its own (BOS, EOS): what the
+        tokenizer's post-processor adds with special tokens on."""
+        plain = self.tokenizer.encode("a", add_special_tokens=False).ids
+        full = self.tokenizer.encode("a", add_special_tokens=True).ids
+        at = next((i for i in range(len(full)) if full[i : i + len(plain)] == plain), 0)
+        return full[:at], full[at + len(plain) :]
+
+    def _agrees(self) -> bool:
+        whole = self._encode([_SAMPLE])[0]
+        pieces: list[int] = []
+        start = 0
+        while start < len(_SAMPLE):
+            end = _cuts(_SAMPLE, start=start, size=64)
+            pieces += self._encode([_SAMPLE[start:end]])[0]
+            start = end
+        return pieces == whole
+
+    def _encode(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def encode(self, text: str) -> TokenIds:
+        """``text``'s ids (no special tokens added), from the cache of pieces and at most
+        ``BUDGET_CHARS`` characters encoded now: all of them, or the first ones."""
+        if not self.pieces:
+            end = (
+                len(text) if len(text) <= BUDGET_CHARS else _cuts(text, start=0, size=BUDGET_CHARS)
+            )
+            ids = self._encode([text[:end]])[0]
+            return TokenIds(ids=ids, share=end / len(text) if text else 1.0)
+        ids = []
+        chain = hashlib.blake2b(digest_size=16)
+        start = 0
+        spent = 0
+        while start < len(text):
+            # The run of pieces not seen yet, up to the budget, encoded in one call.
+            keys: list[bytes] = []
+            texts: list[str] = []
+            while start < len(text):
+                end = _cuts(text, start=start, size=CHUNK_CHARS)
+                chain.update(text[start:end].encode())
+                key = chain.digest()
+                found = self._pieces.get(key)
+                if found is not None and not texts:
+                    self._pieces.move_to_end(key)
+                    ids += found
+                elif found is not None or spent + (end - start) > BUDGET_CHARS:
+                    break
+                else:
+                    keys.append(key)
+                    texts.append(text[start:end])
+                    spent += end - start
+                start = end
+            if not texts:
+                if start < len(text):  # out of budget
+                    return TokenIds(ids=ids, share=start / len(text))
+                break
+            for key, encoded in zip(keys, self._encode(texts), strict=True):
+                self._pieces[key] = encoded
+                ids += encoded
+            while len(self._pieces) > _CACHED_PIECES:
+                self._pieces.popitem(last=False)
+            if spent >= BUDGET_CHARS and start < len(text):
+                return TokenIds(ids=ids, share=start / len(text))
+        return TokenIds(ids=ids, share=1.0)
+
+    def token_ids(self, doc: Mapping[str, Any]) -> TokenIds | None:
+        """The prompt's token ids for a completion or chat request body (its first ones past
+        the budget), ``None`` when they cannot be known (no prompt, no chat template, a
+        template that refuses the request)."""
         prompt = doc.get("prompt")
         if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
             prompt = "".join(prompt)
         if isinstance(prompt, str):
-            return list(self.tokenizer.encode(prompt, add_special_tokens=True).ids)
+            found = self.encode(prompt)
+            head, tail = self._added
+            ids = [*head, *found.ids, *(tail if found.share == 1.0 else ())]
+            return TokenIds(ids=ids, share=found.share)
         messages = doc.get("messages")
         if self.template is None or not isinstance(messages, list):
             return None
@@ -155,7 +277,7 @@ class PromptTokenizer:
         except (jinja2.TemplateError, TypeError, ValueError) as exc:
             log.debug("chat template refused a request", error=str(exc))
             return None
-        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        return self.encode(text)
 
 
 class TokenizerShelf:

@@ -18,6 +18,7 @@ BENCHMARKS = (
     "lb_quality",
     "fleet_streams",
     "classify_latency",
+    "pick_cost",
     "mixed_pools",
     "limiter_overhead",
     "data_path_overhead",

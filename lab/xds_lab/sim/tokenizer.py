@@ -56,9 +56,18 @@ def _shared() -> Tokenizer:
     return build()
 
 
+@functools.cache
+def _vocabulary() -> dict[str, int]:
+    return _shared().get_vocab()
+
+
 def encode(words: Sequence[str]) -> list[int]:
-    """Token ids of a prompt already cut into words (``chat_tokens``, ``text_tokens``)."""
-    return list(_shared().encode(list(words), is_pretokenized=True).ids)
+    """Token ids of a prompt already cut into words (``chat_tokens``, ``text_tokens``): the
+    tokenizer's own vocabulary, looked up word by word as its word-level model does (the
+    library's call costs 30 ms for 16,000 words; the servers tokenize every request)."""
+    vocab = _vocabulary()
+    unknown = vocab[UNKNOWN]
+    return [vocab.get(w, unknown) for w in words]
 
 
 def write(directory: Path) -> Path:

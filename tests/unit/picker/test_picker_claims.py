@@ -14,7 +14,7 @@ from xds_control.config import Engine, parse_config
 from xds_control.discovery import Endpoint
 from xds_control.picker import Fleet, Picker
 from xds_control.picker.held import HeldBlocks
-from xds_control.picker.prefix import read_prompt
+from xds_control.picker.prefix import TokenIds, read_prompt
 from xds_control.signals.kv_wire import AllCleared, BlocksStored
 
 A, B, C = "10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"
@@ -45,9 +45,9 @@ def _body(words: list[str]) -> bytes:
     return json.dumps({"prompt": " ".join(words), "max_tokens": 1}).encode()
 
 
-def _tokenize(doc: Mapping[str, Any]) -> list[int]:
+def _tokenize(doc: Mapping[str, Any]) -> TokenIds:
     """A stand-in for the engine's tokenizer: one id per word."""
-    return [int(w[1:]) for w in str(doc["prompt"]).split()]
+    return TokenIds(ids=[int(w[1:]) for w in str(doc["prompt"]).split()], share=1.0)
 
 
 def _fleet(engines: dict[str, Engine | None]) -> Fleet:

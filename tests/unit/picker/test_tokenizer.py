@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import sysconfig
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from xds_control.picker.tokenizer import PromptTokenizer, TokenizerError, TokenizerShelf
+from xds_control.picker.tokenizer import (
+    BUDGET_CHARS,
+    PromptTokenizer,
+    TokenizerError,
+    TokenizerShelf,
+)
 from xds_lab.sim.tokenizer import encode, write
 from xds_lab.sim.tokens import chat_tokens, text_tokens
 
@@ -35,12 +42,20 @@ def _model(directory: Path, *, template: str | None, **config: object) -> Path:
     return directory
 
 
+def _ids(tokenizer: PromptTokenizer, doc: dict[str, Any]) -> list[int] | None:
+    found = tokenizer.token_ids(doc)
+    if found is None:
+        return None
+    assert found.share == 1.0
+    return list(found.ids)
+
+
 def test_the_labs_model_gives_the_simulators_own_ids(tmp_path: Path) -> None:
     tokenizer = PromptTokenizer.load(write(tmp_path / "model"))
-    assert tokenizer.token_ids({"messages": MESSAGES}) == encode(chat_tokens(MESSAGES))
+    assert _ids(tokenizer, {"messages": MESSAGES}) == encode(chat_tokens(MESSAGES))
     prompt = "kakaka lololo somethingelse"
-    assert tokenizer.token_ids({"prompt": prompt}) == encode(text_tokens(prompt))
-    assert tokenizer.token_ids({"prompt": ["kakaka ", "lololo"]}) == encode(["kakaka", "lololo"])
+    assert _ids(tokenizer, {"prompt": prompt}) == encode(text_tokens(prompt))
+    assert _ids(tokenizer, {"prompt": ["kakaka ", "lololo"]}) == encode(["kakaka", "lololo"])
     assert tokenizer.token_ids({"input": "kakaka"}) is None  # no completion request
 
 
@@ -57,20 +72,20 @@ def test_a_template_reads_special_tokens_and_the_generation_prompt(tmp_path: Pat
     tokenizer = PromptTokenizer.load(directory)
     # A template that does not loop over content gets the text parts joined, as vLLM does.
     body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a b"}]}]}
-    assert tokenizer.token_ids(body) == [1, 3, 6, 7, 5]
+    assert _ids(tokenizer, body) == [1, 3, 6, 7, 5]
 
 
 def test_a_chat_template_file_wins_over_the_config(tmp_path: Path) -> None:
     directory = _model(tmp_path / "model", template="c")
     (directory / "chat_template.jinja").write_text("{% for m in messages %}a {% endfor %}")
     tokenizer = PromptTokenizer.load(directory)
-    assert tokenizer.token_ids({"messages": [{"role": "user", "content": "b"}] * 2}) == [6, 6]
+    assert _ids(tokenizer, {"messages": [{"role": "user", "content": "b"}] * 2}) == [6, 6]
 
 
 def test_without_a_template_only_completions_get_ids(tmp_path: Path) -> None:
     tokenizer = PromptTokenizer.load(_model(tmp_path / "model", template=None))
     assert tokenizer.token_ids({"messages": MESSAGES}) is None
-    assert tokenizer.token_ids({"prompt": "a b zz"}) == [6, 7, 0]
+    assert _ids(tokenizer, {"prompt": "a b zz"}) == [6, 7, 0]
 
 
 def test_a_template_that_refuses_a_request_gives_no_ids(tmp_path: Path) -> None:
@@ -78,7 +93,7 @@ def test_a_template_that_refuses_a_request_gives_no_ids(tmp_path: Path) -> None:
         "{% if messages[0]['role'] != 'user' %}{{ raise_exception('user first') }}{% endif %}a"
     )
     tokenizer = PromptTokenizer.load(_model(tmp_path / "model", template=template))
-    assert tokenizer.token_ids({"messages": [{"role": "user", "content": "b"}]}) == [6]
+    assert _ids(tokenizer, {"messages": [{"role": "user", "content": "b"}]}) == [6]
     assert tokenizer.token_ids({"messages": [{"role": "system", "content": "b"}]}) is None
 
 
@@ -112,3 +127,41 @@ async def test_the_shelf_loads_off_the_loop_and_retries_a_directory_that_failed(
         await asyncio.sleep(0.01)
     assert found is not None
     assert shelf.failures() == {}
+
+
+def _byte_level_bpe(directory: Path) -> PromptTokenizer:
+    """A byte-level BPE (GPT-2's pre-tokenizer) trained on the standard library's sources."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    corpus = "\n".join(p.read_text(errors="replace") for p in sorted(stdlib.glob("a*.py")))
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.train_from_iterator([corpus], trainer=trainers.BpeTrainer(vocab_size=4_000))
+    directory.mkdir()
+    tokenizer.save(str(directory / "tokenizer.json"))
+    return PromptTokenizer.load(directory)
+
+
+def test_pieces_encode_as_the_whole_text_and_a_long_one_is_covered_over_picks(
+    tmp_path: Path,
+) -> None:
+    tokenizer = _byte_level_bpe(tmp_path / "bpe")
+    assert tokenizer.pieces  # the check at load found pieces agree
+    text = (Path(sysconfig.get_paths()["stdlib"]) / "argparse.py").read_text()
+    whole = tokenizer.tokenizer.encode(text, add_special_tokens=False).ids
+    rng = random.Random(0)
+    for _ in range(30):  # texts that share prefixes, of every size within the budget
+        start = rng.choice((0, 0, 5_000, rng.randrange(len(text) // 2)))
+        piece = text[start : start + rng.randrange(50, BUDGET_CHARS)]
+        expected = tokenizer.tokenizer.encode(piece, add_special_tokens=False).ids
+        assert list(tokenizer.encode(piece).ids) == expected
+    # A text past the budget: its first ids now, more of them on each later sight.
+    shares = []
+    for _ in range(len(text) // BUDGET_CHARS + 2):
+        found = tokenizer.encode(text)
+        assert list(found.ids) == whole[: len(found.ids)]
+        shares.append(found.share)
+        if found.share == 1.0:
+            break
+    assert shares[0] < 1.0
+    assert shares == sorted(shares)
+    assert shares[-1] == 1.0
