@@ -156,12 +156,12 @@ def test_pieces_encode_as_the_whole_text_and_a_long_one_is_covered_over_picks(
         assert list(tokenizer.encode(piece).ids) == expected
     # A text past the budget: its first ids now, more of them on each later sight.
     shares = []
-    for _ in range(len(text) // BUDGET_CHARS + 2):
+    for _ in range(len(text) // (BUDGET_CHARS // 2) + 2):  # each sight at least half more
         found = tokenizer.encode(text)
         assert list(found.ids) == whole[: len(found.ids)]
         shares.append(found.share)
         if found.share == 1.0:
             break
     assert shares[0] < 1.0
-    assert shares == sorted(shares)
+    assert shares == sorted(set(shares))  # every sight covers more
     assert shares[-1] == 1.0
