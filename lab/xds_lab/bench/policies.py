@@ -35,6 +35,9 @@ class Policy:
     via: Literal["envoy", "ideal", "picker"] = "envoy"
     """``ideal``: the load generator routes with exact knowledge (no Envoy); ``picker``: Envoy
     asks the control plane's per-request picker, ``lb`` with engine weights as its fallback."""
+    kv_events: bool = False
+    """``picker`` only: the picker reads what the servers hold from their KV-cache events,
+    with the lab's tokenizer (issue 24); else from where it sent prompts."""
 
     @property
     def through_envoy(self) -> bool:
@@ -66,6 +69,8 @@ POLICIES: dict[str, Policy] = {
         Policy("ideal", "none", via="ideal"),
         # The per-request picker, with weighted MAGLEV as Envoy's fallback (issue 16).
         Policy("picker", "maglev", engine_weights=True, via="picker"),
+        # The same, knowing what each server holds from its KV-cache events (issue 24).
+        Policy("picker_events", "maglev", engine_weights=True, via="picker", kv_events=True),
         # Investigation variants (docs/benchmarks.md): Envoy's own bias, and weights alone.
         Policy(
             "least_request_weights_bias1",
@@ -108,6 +113,8 @@ def control_plane_config(
     engines: Mapping[str, str] | None = None,
     signals: Mapping[str, Any] | None = None,
     streamed_route: bool = False,
+    kv_events: Mapping[str, tuple[int, int]] | None = None,
+    tokenizer: str | None = None,
 ) -> dict[str, Any]:
     """One vLLM pool over the servers of ``batch_slots`` (address -> the server's
     ``max_num_seqs``) behind one listener, balanced by ``policy``; a ``picker`` policy serves
@@ -115,7 +122,9 @@ def control_plane_config(
     (address -> engine) sets the ``engine`` of each endpoint that is not vLLM, the pool's.
     ``signals`` (a scenario's) replaces sections of the engine-weighted policies' ``signals``.
     ``streamed_route`` puts the classifier on the listener and a route for streamed requests
-    before the catch-all one, both with their default retries.
+    before the catch-all one, both with their default retries. A ``kv_events`` policy
+    subscribes to the servers of ``kv_events`` (address -> its PUB and replay ports) and gives
+    the picker ``tokenizer``.
 
     Engine weights turn on the direct-scrape fast path only; ``pools[].weights`` is left out
     on purpose, so every scenario runs the engine's defaults. Batch slots are listed per
@@ -131,10 +140,19 @@ def control_plane_config(
         if picker_address is None:
             raise ValueError(f"policy {policy.name!r} needs a picker_address")
         pool["picker"] = {"address": picker_address}
+    if policy.kv_events:
+        if tokenizer is None or kv_events is None:
+            raise ValueError(f"policy {policy.name!r} needs servers' KV events and a tokenizer")
+        pool["picker"]["tokenizer"] = tokenizer
+        pool["kv_events"] = {}
     endpoints: list[dict[str, Any]] = [
         {"address": a, "batch_slots": slots} if policy.batch_slots else {"address": a}
         for a, slots in batch_slots.items()
     ]
+    for endpoint in endpoints if policy.kv_events else ():
+        ports = (kv_events or {}).get(endpoint["address"])
+        if ports is not None:
+            endpoint["kv_events"] = {"port": ports[0], "replay_port": ports[1]}
     for endpoint in endpoints:
         engine = (engines or {}).get(endpoint["address"], "vllm")
         if engine != "vllm":

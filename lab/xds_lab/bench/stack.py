@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from xds_lab.bench.fleet_process import FleetProcess
-from xds_lab.bench.policies import Policy, control_plane_config
+from xds_lab.bench.policies import POLICIES, Policy, control_plane_config
 from xds_lab.bench.scenario import Scenario
+from xds_lab.harness.ports import free_port
 from xds_lab.harness.stack import Stack
 from xds_lab.sim.fleet import ServerSpec
+from xds_lab.sim.kv_publisher import KvEventsSpec
 from xds_lab.sim.profiles import get_profile, read_as
+from xds_lab.sim.tokenizer import write
 
 __all__ = ["BenchStack", "bench_stack", "eds_responses", "use_policy", "write_policy_config"]
 
@@ -24,7 +28,12 @@ def bench_stack(scenario: Scenario, *, workdir: Path) -> BenchStack:
     """The scenario's fleet (every server, late ones too) behind a stack not yet started."""
     fleet = FleetProcess(
         servers=[
-            ServerSpec(name=s.name, profile=s.profile, overrides=s.overrides)
+            ServerSpec(
+                name=s.name,
+                profile=s.profile,
+                overrides=s.overrides,
+                kv_events=_events(scenario, s.profile, s.overrides),
+            )
             for s in scenario.fleet
         ],
         seed=scenario.seed,
@@ -32,6 +41,15 @@ def bench_stack(scenario: Scenario, *, workdir: Path) -> BenchStack:
         workdir=workdir,
     )
     return Stack(workdir=workdir, backends=fleet)
+
+
+def _events(scenario: Scenario, profile: str, overrides: dict[str, Any]) -> KvEventsSpec | None:
+    """Every server with a prefix cache publishes its KV events when a policy reads them, on
+    ports chosen here so the control plane's config can name them."""
+    wanted = any(POLICIES[p].kv_events for p in scenario.policies)
+    if not wanted or not get_profile(profile, **overrides).prefix_caching:
+        return None
+    return KvEventsSpec(port=free_port(), replay_port=free_port())
 
 
 def write_policy_config(
@@ -43,6 +61,14 @@ def write_policy_config(
     profiles = {s.name: get_profile(s.profile, **s.overrides) for s in scenario.fleet}
     servers = scenario.pool_servers(added=added)
     addresses = stack.backends.addresses
+    events = {
+        addresses[s.name]: (s.kv_events.port, s.kv_events.replay_port or 0)
+        for s in stack.backends.spec.servers
+        if s.kv_events is not None and s.name in servers
+    }
+    tokenizer = stack.workdir / "tokenizer"
+    if policy.kv_events and not tokenizer.exists():
+        write(tokenizer)
     stack.write_config(
         control_plane_config(
             policy=policy,
@@ -52,6 +78,8 @@ def write_policy_config(
             engines={addresses[s]: read_as(profiles[s]) for s in servers},
             signals=scenario.signals,
             streamed_route=scenario.streamed_route,
+            kv_events=events,
+            tokenizer=str(tokenizer),
         )
     )
 

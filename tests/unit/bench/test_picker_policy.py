@@ -34,6 +34,43 @@ def test_the_picker_policy_writes_a_valid_pool_with_the_picker_and_weighted_magl
     assert not POLICIES["ideal"].through_envoy
 
 
+def test_the_events_policy_subscribes_to_each_server_and_gives_the_picker_the_tokenizer() -> None:
+    data = control_plane_config(
+        policy=POLICIES["picker_events"],
+        batch_slots={"127.0.0.1:9001": 256, "127.0.0.1:9002": 64},
+        listener_port=10000,
+        picker_address="127.0.0.1:9100",
+        kv_events={"127.0.0.1:9001": (5557, 5558)},  # the second server publishes none
+        tokenizer="/models/lab",
+    )
+    pool = parse_config(text=yaml.safe_dump(data)).pools[0]
+    assert pool.picker is not None
+    assert pool.picker.tokenizer == "/models/lab"
+    assert pool.kv_events is not None
+    published = [e.kv_events for e in pool.endpoints]
+    assert published[1] is None
+    assert published[0] is not None
+    assert (published[0].port, published[0].replay_port) == (5557, 5558)
+    with pytest.raises(ValueError, match="tokenizer"):
+        control_plane_config(
+            policy=POLICIES["picker_events"],
+            batch_slots={},
+            listener_port=1,
+            picker_address="127.0.0.1:9100",
+        )
+    # The picker without events reads neither.
+    plain = control_plane_config(
+        policy=POLICIES["picker"],
+        batch_slots={"127.0.0.1:9001": 256},
+        listener_port=10000,
+        picker_address="127.0.0.1:9100",
+        kv_events={"127.0.0.1:9001": (5557, 5558)},
+        tokenizer="/models/lab",
+    )
+    assert "kv_events" not in plain["pools"][0]
+    assert "tokenizer" not in plain["pools"][0]["picker"]
+
+
 def test_a_streamed_route_puts_streamed_requests_on_a_route_with_a_per_try_idle_bound() -> None:
     data = control_plane_config(
         policy=POLICIES["maglev_weights"],
