@@ -101,6 +101,8 @@ def _budget(row: dict[str, Any]) -> pb.Budget:
         target=_latency(row["target"]) if "target" in row else None,
         pressure=row["pressure"],
         action=row["action"],
+        connected=row["connected"],
+        gateway_fleet=row["gateway_fleet"],
     )
 
 

@@ -25,6 +25,8 @@ def budget_json(row: BudgetRow) -> dict[str, Any]:
         "pools": list(row.pools),
         "fleet_rps": round(ceiling, 3),
         "envoys": row.envoys,
+        "connected": row.connected,
+        "gateway_fleet": row.fleet,
         "share": round(1 / max(1, row.envoys), 4),
         "envoy_rps": round(row.bucket.rate, 3),
         "bucket": {

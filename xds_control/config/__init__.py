@@ -9,6 +9,7 @@ from xds_control.config.engine_of import (
     engine_of,
     measures_comparable,
 )
+from xds_control.config.gateways import GatewayFleet, GatewayService
 from xds_control.config.groups import DEFAULT_GROUP, DefaultGroup, NodeGroup, NodeMatch
 from xds_control.config.kv_events import KvEventPorts, KvEventsConfig
 from xds_control.config.limits import (
@@ -36,7 +37,7 @@ from xds_control.config.model import (
     RouteMatch,
 )
 from xds_control.config.restart import RestartConfig
-from xds_control.config.root import ENV_PREFIX, Config, group_names
+from xds_control.config.root import ENV_PREFIX, Config, gateway_fleets, group_names
 from xds_control.config.signals import DataPathConfig, EndpointMapping, ScrapeConfig, SignalsConfig
 from xds_control.config.weights import EngineBaseWeights, HealthPolicy, WeightPolicy
 
@@ -55,6 +56,8 @@ __all__ = [
     "EndpointMapping",
     "Engine",
     "EngineBaseWeights",
+    "GatewayFleet",
+    "GatewayService",
     "HashKey",
     "HeaderMatch",
     "HealthPolicy",
@@ -83,6 +86,7 @@ __all__ = [
     "WeightPolicy",
     "data_path_wanted",
     "engine_of",
+    "gateway_fleets",
     "group_names",
     "load_config",
     "measures_comparable",

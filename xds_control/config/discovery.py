@@ -16,6 +16,7 @@ from xds_control.config.strict import StrictModel
 __all__ = [
     "DNS_LABEL",
     "DnsDiscovery",
+    "HostNamePort",
     "InferencePoolDiscovery",
     "KubeConnection",
     "KubernetesDiscovery",

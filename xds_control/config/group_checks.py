@@ -30,6 +30,10 @@ def check_groups(config: Config) -> list[tuple[str, str]]:
             if name not in pools:
                 known = ", ".join(sorted(pools))
                 problems.append((f"{base}.pools[{j}]", f"no pool named {name!r} ({known})"))
+    if config.node_groups and config.gateways is not None:
+        problems.append(
+            ("gateways", "with node_groups, each group gives its own (node_groups[].gateways)")
+        )
     unknown = config.unknown_nodes
     if isinstance(unknown, DefaultGroup) and config.node_groups and unknown.group not in names:
         known = ", ".join(names)

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from xds_control.config.gateways import GatewayFleet
 from xds_control.config.model import NAME_PATTERN, Listener
 from xds_control.config.strict import StrictModel
 
@@ -69,6 +70,12 @@ class NodeGroup(StrictModel):
         default=(),
         description="Names of pools this group gets besides those its listeners route to "
         "(e.g. for an Envoy that reaches pools by cluster name, without our listeners).",
+    )
+    gateways: GatewayFleet | None = Field(
+        default=None,
+        description="This group's whole Envoy fleet, however many control-plane replicas it "
+        "is spread over: each budget is divided by its size (at least the Envoys connected "
+        "here). Unset: by the Envoys connected to this replica, right for one replica only.",
     )
 
     def pool_names(self, listeners: Iterable[Listener]) -> frozenset[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from xds_control.config.address import IpPort
+from xds_control.config.discovery import HostNamePort
 from xds_control.config.flow import FlowControl
 from xds_control.config.strict import StrictModel
 
@@ -26,6 +27,13 @@ class PoolPicker(StrictModel):
         description="Where the picker serves gRPC: `xds-control serve` listens here, and Envoy "
         "dials it (a STATIC cluster of its own in CDS), so it must be reachable from Envoy. "
         "Read at start: a new address needs a restart (until then Envoy falls back)."
+    )
+    envoy_address: HostNamePort | None = Field(
+        default=None,
+        description="Where Envoy dials the picker when that is not `address`: behind a Service "
+        "(central mode, several replicas) the Service's `NAME:PORT`, which Envoy resolves "
+        "itself (a STRICT_DNS cluster), so each Envoy reaches whichever replica is up and every "
+        "replica serves the same cluster. Unset: `address`.",
     )
     message_timeout_ms: int = Field(
         default=50,
@@ -105,3 +113,9 @@ class PoolPicker(StrictModel):
         description="Hold requests while every server is saturated instead of sending them "
         "on (docs/flow-control.md). Unset: every request is picked at once.",
     )
+
+    @property
+    def dial_address(self) -> str:
+        """The address Envoy's cluster to the picker dials: ``envoy_address``, else
+        ``address``."""
+        return self.envoy_address or self.address

@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from xds_control.config.address import IpPort
+from xds_control.config.gateways import GatewayFleet
 from xds_control.config.groups import DEFAULT_GROUP, NodeGroup, UnknownNodes
 from xds_control.config.inference_pools import InferencePoolsDiscovery
 from xds_control.config.model import Listener, Pool
@@ -17,7 +18,7 @@ from xds_control.config.serving import GrpcConfig, TlsConfig, XdsAddress
 from xds_control.config.signals import SignalsConfig
 from xds_control.config.watch import WatchConfig
 
-__all__ = ["ENV_PREFIX", "Config", "group_names"]
+__all__ = ["ENV_PREFIX", "Config", "gateway_fleets", "group_names"]
 
 ENV_PREFIX = "XDS_CONTROL_"
 
@@ -104,6 +105,14 @@ class Config(BaseSettings):
         "so), or `{group: NAME}`. Refusing by default keeps an Envoy from getting routes meant "
         "for another kind; ignored without `node_groups`.",
     )
+    gateways: GatewayFleet | None = Field(
+        default=None,
+        description="The whole Envoy fleet, however many control-plane replicas it is spread "
+        "over (central mode behind a Service): each budget is divided by its size (at least "
+        "the Envoys connected here), so every replica hands out the same shares and the fleet "
+        "admits its budget once. Unset: by the Envoys connected to this replica, right for one "
+        "replica only. With `node_groups`, each group gives its own.",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -139,3 +148,10 @@ def group_names(config: Config) -> tuple[str, ...]:
     if not config.node_groups:
         return (DEFAULT_GROUP,)
     return tuple(group.name for group in config.node_groups)
+
+
+def gateway_fleets(config: Config) -> dict[str, GatewayFleet]:
+    """Node group -> where its fleet's size comes from, for the groups that say."""
+    if not config.node_groups:
+        return {} if config.gateways is None else {DEFAULT_GROUP: config.gateways}
+    return {g.name: g.gateways for g in config.node_groups if g.gateways is not None}

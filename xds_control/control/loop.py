@@ -13,7 +13,7 @@ from typing import Final, TypeVar
 import structlog
 
 from xds_control.cache import NodeRouting, SnapshotCache
-from xds_control.config import Config, load_config
+from xds_control.config import Config, gateway_fleets, load_config
 from xds_control.control.discovered import CATALOG, DiscoveredPools
 from xds_control.control.metrics import (
     CONFIG_RELOADS,
@@ -31,12 +31,15 @@ from xds_control.discovery import (
     Endpoint,
     EndpointSource,
     FileStamp,
+    FleetSize,
     Health,
     carry_over,
     close_sources,
     endpoint_source,
     endpoints_path,
     file_stamp,
+    fleet_key,
+    follow_fleets,
 )
 from xds_control.errors import ConfigError, DiscoveryError
 from xds_control.limits import Buckets, Limiter
@@ -81,6 +84,8 @@ class LoopState:
     """Phase (config, endpoints, weights, limits, publish, state) -> the unexpected error of
     its last run; the phase's last good result is kept."""
     endpoints: dict[str, tuple[Endpoint, ...]] = field(default_factory=dict)
+    fleet_sizes: dict[str, int] = field(default_factory=dict)
+    """Node group -> its gateway fleet's size (``gateways``), for the groups that give one."""
     version: str = ""
     published_at: float = 0.0
 
@@ -123,6 +128,7 @@ class ControlLoop:
         self._woken = asyncio.Event()
         self._sources: dict[str, EndpointSource] = {}
         self._sources = self._make_sources(config)
+        self._fleets: dict[str, FleetSize] = {}
         self._discovered = DiscoveredPools(wake=self._woken.set)
         self._pools_config = config
         """The loaded config with the InferencePools' pools: what the sources are built from."""
@@ -167,6 +173,7 @@ class ControlLoop:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)  # its thread stops too
             await close_sources(self._sources.values())
+            await asyncio.gather(*(f.close() for f in self._fleets.values()))
             await self._discovered.close()
 
     async def scrape_forever(self) -> None:
@@ -233,7 +240,7 @@ class ControlLoop:
     async def _publish(self, weights: EngineWeights) -> None:
         state = self.state
         budgets = (
-            self.limiter.budgets(state.config, envoys=self._envoys())
+            self.limiter.budgets(state.config, envoys=self._envoys(), fleet=state.fleet_sizes)
             if self.limiter is not None
             else Buckets()
         )
@@ -300,8 +307,9 @@ class ControlLoop:
         self._pools_config = pools
         self._sources = self._make_sources(pools)
         state.endpoints = {n: eps for n, eps in state.endpoints.items() if n in self._sources}
+        kept = {CATALOG, *(fleet_key(group) for group in self._fleets)}
         for name in [n for n in state.discovery_errors if n not in self._sources]:
-            if name != CATALOG:
+            if name not in kept:
                 del state.discovery_errors[name]
 
     async def _fetch_endpoints(self) -> None:
@@ -324,6 +332,33 @@ class ControlLoop:
             else:
                 state.discovery_errors.pop(name, None)
         state.config = self._discovered.served(self._pools_config, sources=self._sources)
+        await self._fetch_fleet_sizes()
+
+    async def _fetch_fleet_sizes(self) -> None:
+        """Each group's gateway fleet size; a failed read keeps the last good one."""
+        state = self.state
+        self._fleets = follow_fleets(
+            self._fleets, gateway_fleets(state.config), wake=self._woken.set
+        )
+        for group in [g for g in state.fleet_sizes if g not in self._fleets]:
+            del state.fleet_sizes[group]
+            state.discovery_errors.pop(fleet_key(group), None)
+        for group, size in self._fleets.items():
+            try:
+                state.fleet_sizes[group] = await size.fetch()
+            except Exception as exc:  # one group's must not stop the others
+                DISCOVERY_ERRORS.labels(pool=fleet_key(group)).inc()
+                message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
+                if state.discovery_errors.get(fleet_key(group)) != message:
+                    log.error(
+                        "gateway fleet size unknown; keeping the last good one",
+                        group=group,
+                        error=message,
+                        exc_info=None if isinstance(exc, DiscoveryError) else exc,
+                    )
+                state.discovery_errors[fleet_key(group)] = message
+            else:
+                state.discovery_errors.pop(fleet_key(group), None)
 
 
 def kv_health(weights: EngineWeights) -> dict[str, bool]:

@@ -100,11 +100,12 @@ def reconcile_once(inputs: ReconcileInputs, *, group: NodeGroup | None = None) -
 
 
 def _clusters(config: Config, pickers: Mapping[str, PoolPicker]) -> list[cluster_pb2.Cluster]:
-    """The pools' clusters, then one per picker address (pools may share a picker)."""
+    """The pools' clusters, then one per address Envoy dials a picker at (pools may share
+    a picker)."""
     pools = [
         build_cluster(pool, high_priority=_high_priority(config, pool)) for pool in config.pools
     ]
-    addresses = sorted({picker.address for picker in pickers.values()})
+    addresses = sorted({picker.dial_address for picker in pickers.values()})
     return pools + [build_picker_cluster(address) for address in addresses]
 
 

@@ -4,6 +4,7 @@ InferencePools)."""
 from xds_control.discovery.dns import DnsSource, Resolver, system_resolver
 from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.file import FileSource, FileStamp, file_stamp, parse_endpoints_file
+from xds_control.discovery.gateways import FleetSize, fleet_key, follow_fleets
 from xds_control.discovery.health import Health
 from xds_control.discovery.inference_pool import InferencePoolSource
 from xds_control.discovery.inference_pool_catalog import InferencePoolCatalog
@@ -26,6 +27,7 @@ __all__ = [
     "FailureMode",
     "FileSource",
     "FileStamp",
+    "FleetSize",
     "Health",
     "InferencePoolCatalog",
     "InferencePoolSource",
@@ -38,6 +40,8 @@ __all__ = [
     "endpoints_path",
     "failure_modes",
     "file_stamp",
+    "fleet_key",
+    "follow_fleets",
     "parse_endpoints_file",
     "system_resolver",
     "to_endpoints",

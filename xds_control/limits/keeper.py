@@ -3,8 +3,11 @@
 The stateful half of the limits stage: once per engine cycle it asks ``signals.latency`` for
 every endpoint's P99s, folds them into each pool's (its worst endpoint's), steps the pure rule
 (``limits.rule``) for every limited route, keeping the rates from one cycle to the next as the
-weigher keeps its decisions, and divides the fleet-wide rates among the Envoys connected in each
-node group, so that three Envoys enforce a third each and, when one leaves, two enforce half.
+weigher keeps its decisions, and divides the fleet-wide rates among each node group's Envoys,
+so that three Envoys enforce a third each and, when one leaves, two enforce half. The Envoys
+counted are the group's whole gateway fleet when the config says where to read its size
+(``gateways``: the same answer on every control-plane replica), and never fewer than those
+connected here.
 A failed P99 read keeps nothing: the rule then holds the rates (no reading, no change), and
 the error is ``source_error``.
 """
@@ -45,6 +48,11 @@ class BudgetRow:
     latency: Mapping[str, Latency]
     budget: RouteBudget
     envoys: int
+    """The Envoys the rate is divided among: the larger of ``connected`` and ``fleet``."""
+    connected: int
+    """The group's Envoys connected to this control plane."""
+    fleet: int | None
+    """The group's gateway fleet size (``gateways``), when the config gives one."""
     bucket: Bucket
 
 
@@ -186,12 +194,21 @@ class Limiter:
     def _pool_latency(self, route: Route) -> dict[str, Latency]:
         return {p: self._latency[p] for p in route.pool_names() if p in self._latency}
 
-    def budgets(self, config: Config, *, envoys: Mapping[str, int]) -> Buckets:
-        """Each group's buckets: the fleet rates divided by its connected Envoys (none yet:
-        the whole rate, for the first to come). Records the rows ``rows`` shows."""
+    def budgets(
+        self,
+        config: Config,
+        *,
+        envoys: Mapping[str, int],
+        fleet: Mapping[str, int] | None = None,
+    ) -> Buckets:
+        """Each group's buckets: the fleet rates divided by its Envoys, the larger of those
+        connected here (``envoys``) and its gateway fleet's size (``fleet``; none at all: the
+        whole rate, for the first to come). Records the rows ``rows`` shows."""
         rows: list[BudgetRow] = []
+        sizes = fleet or {}
         for group in group_names(config):
-            count = max(1, envoys.get(group, 0))
+            connected, members = envoys.get(group, 0), sizes.get(group)
+            count = max(1, connected, members or 0)
             names = _listeners_of(config, group)
             for listener, route in _limited(config):
                 budget = self._budgets.get((listener.name, route.name))
@@ -208,7 +225,9 @@ class Limiter:
                             pools=route.pool_names(),
                             latency=self._pool_latency(route),
                             budget=budget,
-                            envoys=envoys.get(group, 0),
+                            envoys=max(connected, members or 0),
+                            connected=connected,
+                            fleet=members,
                             bucket=bucket_for_rate(rate / count, burst_s=burst_s),
                         )
                     )

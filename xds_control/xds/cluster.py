@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2, outlier_detection_pb2
 from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, protocol_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from google.protobuf import wrappers_pb2
 
-from xds_control.config import HighPriorityBreakers, LbPolicy, Pool, parse_host_port
+from xds_control.config import HighPriorityBreakers, LbPolicy, Pool
+from xds_control.config.discovery import parse_host_name_port
 from xds_control.xds.durations import duration, pack, u32
 from xds_control.xds.picker import override_host_policy, picker_cluster_name
 
@@ -127,8 +130,10 @@ def build_cluster(
 
 
 def build_picker_cluster(address: str) -> cluster_pb2.Cluster:
-    """A STATIC HTTP/2 cluster to the picker (no EDS: its address is in the config)."""
-    host, port = parse_host_port(address)
+    """An HTTP/2 cluster to the picker at ``address`` (no EDS: it is in the config): STATIC for
+    an ``IP:PORT``, STRICT_DNS for a ``NAME:PORT`` (a Service: every address it resolves to
+    is a replica)."""
+    host, port = parse_host_name_port(address)
     name = picker_cluster_name(address)
     socket = address_pb2.SocketAddress(address=host, port_value=port)
     endpoint = endpoint_components_pb2.LbEndpoint(
@@ -138,7 +143,9 @@ def build_picker_cluster(address: str) -> cluster_pb2.Cluster:
     )
     cluster = cluster_pb2.Cluster(
         name=name,
-        type=cluster_pb2.Cluster.DiscoveryType.STATIC,
+        type=cluster_pb2.Cluster.DiscoveryType.STATIC
+        if _is_ip(host)
+        else cluster_pb2.Cluster.DiscoveryType.STRICT_DNS,
         connect_timeout=duration(0.25),
         load_assignment=endpoint_pb2.ClusterLoadAssignment(
             cluster_name=name,
@@ -152,3 +159,11 @@ def build_picker_cluster(address: str) -> cluster_pb2.Cluster:
         pack(http_protocol_options_pb2.HttpProtocolOptions(explicit_http_config=http2))
     )
     return cluster
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -189,7 +189,7 @@ def picker_filter(
     subset hint's)."""
     namespaces = ext_proc_pb2.MetadataOptions.MetadataNamespaces
     processor = ext_proc_pb2.ExternalProcessor(
-        grpc_service=_grpc_service(pickers[0].address),
+        grpc_service=_grpc_service(pickers[0].dial_address),
         failure_mode_allow=fail_open,
         message_timeout=duration(min(p.message_timeout_ms for p in pickers) / 1000),
         # The headers go too although the picker needs only the body: a filter that skips
@@ -254,7 +254,7 @@ def picker_pool_config(pool: str, pickers: Mapping[str, PoolPicker]) -> any_pb2.
     if picker is None:
         return pack(ext_proc_pb2.ExtProcPerRoute(disabled=True))
     overrides = ext_proc_pb2.ExtProcOverrides(
-        grpc_service=_grpc_service(picker.address),
+        grpc_service=_grpc_service(picker.dial_address),
         grpc_initial_metadata=[base_pb2.HeaderValue(key=POOL_METADATA, value=pool)],
     )
     if not picker.fail_open:

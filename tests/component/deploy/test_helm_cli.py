@@ -158,3 +158,31 @@ def test_install_refuses_a_wrong_type_naming_the_field(helm: Path) -> None:
     )
     assert run.returncode != 0
     assert "replicaCount" in run.stderr
+
+
+REPLICAS = CHART / "ci" / "replicas-values.yaml"
+
+
+def test_replicas_reach_the_picker_through_the_service(helm: Path) -> None:
+    docs = render(helm, values_file=REPLICAS)
+    service = _one(docs, kind="Service", name="xds-control")
+    ports = {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]}
+    assert ports["picker-0"] == (9002, "picker-0")
+    deployment = _one(docs, kind="Deployment", name="xds-control")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "picker-0", "containerPort": 9002, "protocol": "TCP"} in container["ports"]
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ("config.gateways=null", "set config.gateways"),
+        ('config.pools[0].picker={"address": "0.0.0.0:9002"}', "set picker.envoy_address"),
+    ],
+)
+def test_replicas_that_would_double_the_budget_or_miss_the_picker_do_not_render(
+    helm: Path, change: str, says: str
+) -> None:
+    run = run_helm(helm, "template", "x", str(CHART), "-f", str(REPLICAS), "--set-json", change)
+    assert run.returncode != 0
+    assert says in run.stderr, run.stderr

@@ -101,3 +101,25 @@ async def test_without_prometheus_the_budgets_adapt_to_the_data_path() -> None:
     budgets = limiter.budgets(config, envoys={}).of_group("default").of_route("gateway", "all")
     assert budgets[PriorityClass.MEDIUM].rate < 30  # P99 at twice the target: lowered
     assert limiter.rows[0].latency["chat"].ttft_p99_s == 2.0
+
+
+def test_the_gateway_fleets_size_divides_the_budget_on_every_replica() -> None:
+    # Two replicas behind one Service, one Envoy on each: the fleet of two, read from the
+    # gateway Service, makes each replica hand out half, not the whole budget.
+    config = _config(period_s=5.0)
+    limiter = Limiter(clock=lambda: 0.0)
+    limiter.decide(config)
+
+    def medium(*, connected: int, fleet: int | None) -> float:
+        sizes = {} if fleet is None else {"default": fleet}
+        budgets = limiter.budgets(config, envoys={"default": connected}, fleet=sizes)
+        bucket = budgets.of_group("default").of_route("gateway", "all")[PriorityClass.MEDIUM]
+        return round(bucket.rate, 2)
+
+    assert medium(connected=1, fleet=None) == 30.0  # one replica's view: the defect
+    assert medium(connected=1, fleet=2) == 15.0
+    row = limiter.rows[0]
+    assert (row.envoys, row.connected, row.fleet) == (2, 1, 2)
+    # The Service's slices lag a new Envoy: never fewer than those connected here.
+    assert medium(connected=3, fleet=2) == 10.0
+    assert medium(connected=0, fleet=0) == 30.0  # nothing known yet: the whole rate

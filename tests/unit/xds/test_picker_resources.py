@@ -168,3 +168,29 @@ def test_a_route_over_several_pools_asks_the_chosen_pools_picker() -> None:
     [metadata] = settings["chat"].overrides.grpc_initial_metadata
     assert (metadata.key, metadata.value) == ("x-xds-control-pool", "chat")
     assert settings["other"].disabled
+
+
+def test_behind_a_service_envoy_dials_its_name_and_replicas_serve_alike() -> None:
+    def served(listen: str) -> tuple[dict[str, cluster_pb2.Cluster], hcm.HttpConnectionManager]:
+        config = _config(picker=True)
+        chat = config.pool("chat")
+        assert chat.picker is not None
+        picker = chat.picker.model_copy(
+            update={"address": listen, "envoy_address": "xds-control.llm.svc:9100"}
+        )
+        pools = (chat.model_copy(update={"picker": picker}), config.pool("other"))
+        clusters, manager, _ = _resources(config.model_copy(update={"pools": pools}))
+        return clusters, manager
+
+    # Two replicas listen on their own addresses; Envoy gets the same resources from both.
+    first, second = served("0.0.0.0:9100"), served("10.1.2.3:9100")
+    assert first[0] == second[0]
+    assert first[1] == second[1]
+    picker = first[0][picker_cluster_name("xds-control.llm.svc:9100")]
+    assert picker.type == cluster_pb2.Cluster.DiscoveryType.STRICT_DNS
+    host = picker.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address
+    assert (host.address, host.port_value) == ("xds-control.llm.svc", 9100)
+    [ext_filter] = [f for f in first[1].http_filters if f.name == PICKER_FILTER]
+    processor = ext_proc_pb2.ExternalProcessor()
+    ext_filter.typed_config.Unpack(processor)
+    assert processor.grpc_service.envoy_grpc.cluster_name == picker.name

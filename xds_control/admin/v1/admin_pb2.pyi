@@ -563,6 +563,8 @@ class Budget(_message.Message):
     TARGET_FIELD_NUMBER: _builtins.int
     PRESSURE_FIELD_NUMBER: _builtins.int
     ACTION_FIELD_NUMBER: _builtins.int
+    CONNECTED_FIELD_NUMBER: _builtins.int
+    GATEWAY_FLEET_FIELD_NUMBER: _builtins.int
     group: _builtins.str
     listener: _builtins.str
     route: _builtins.str
@@ -575,7 +577,7 @@ class Budget(_message.Message):
     fleet_rps: _builtins.float
     """the whole node group's fill rate, per second"""
     envoys: _builtins.int
-    """distinct Envoys sharing it (0: none yet)"""
+    """Envoys sharing it: the gateway fleet's size, at least those connected here (0: none yet)"""
     share: _builtins.float
     """each Envoy's fraction"""
     envoy_rps: _builtins.float
@@ -584,6 +586,10 @@ class Budget(_message.Message):
     """worst P99 over target; unset: no reading"""
     action: _builtins.str
     """what the last cycle did: lowered medium, raised critical, held: why"""
+    connected: _builtins.int
+    """the group's Envoys connected to this replica"""
+    gateway_fleet: _builtins.int
+    """the gateway fleet's size (config gateways); unset: not given"""
     @_builtins.property
     def pools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -615,13 +621,20 @@ class Budget(_message.Message):
         target: Global___Latency | None = ...,
         pressure: _builtins.float | None = ...,
         action: _builtins.str = ...,
+        connected: _builtins.int = ...,
+        gateway_fleet: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_pressure", b"_pressure", "bucket", b"bucket", "pressure", b"pressure", "target", b"target"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_gateway_fleet", b"_gateway_fleet", "_pressure", b"_pressure", "bucket", b"bucket", "gateway_fleet", b"gateway_fleet", "pressure", b"pressure", "target", b"target"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pressure", b"_pressure", "action", b"action", "bucket", b"bucket", "envoy_route", b"envoy_route", "envoy_rps", b"envoy_rps", "envoys", b"envoys", "fleet_rps", b"fleet_rps", "group", b"group", "listener", b"listener", "p99", b"p99", "pools", b"pools", "pressure", b"pressure", "priority", b"priority", "route", b"route", "share", b"share", "target", b"target", "unit", b"unit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gateway_fleet", b"_gateway_fleet", "_pressure", b"_pressure", "action", b"action", "bucket", b"bucket", "connected", b"connected", "envoy_route", b"envoy_route", "envoy_rps", b"envoy_rps", "envoys", b"envoys", "fleet_rps", b"fleet_rps", "gateway_fleet", b"gateway_fleet", "group", b"group", "listener", b"listener", "p99", b"p99", "pools", b"pools", "pressure", b"pressure", "priority", b"priority", "route", b"route", "share", b"share", "target", b"target", "unit", b"unit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__gateway_fleet: _TypeAlias = _typing.Literal["gateway_fleet"]  # noqa: Y015
+    _WhichOneofArgType__gateway_fleet: _TypeAlias = _typing.Literal["_gateway_fleet", b"_gateway_fleet"]  # noqa: Y015
     _WhichOneofReturnType__pressure: _TypeAlias = _typing.Literal["pressure"]  # noqa: Y015
     _WhichOneofArgType__pressure: _TypeAlias = _typing.Literal["_pressure", b"_pressure"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gateway_fleet) -> _WhichOneofReturnType__gateway_fleet | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pressure) -> _WhichOneofReturnType__pressure | None: ...
 
 Global___Budget: _TypeAlias = Budget  # noqa: Y015

@@ -75,7 +75,7 @@ def command(
             f"{r['listener']}/{r['route']}",
             r["priority"],
             f"{r['fleet_rps']:g}",
-            str(r["envoys"]),
+            _envoys(r),
             f"{r['envoy_rps']:g}",
             str(r["bucket"]["max_tokens"]),
             _p99(r),
@@ -87,3 +87,10 @@ def command(
         app.console.print(_token_table(tokens))
     if data.get("source_error"):
         app.err.print(f"P99 source: {data['source_error']}", markup=False)
+
+
+def _envoys(row: dict[str, Any]) -> str:
+    """How many Envoys share the rate; with a gateway fleet, how many of them are here."""
+    if row.get("gateway_fleet") is None:
+        return str(row["envoys"])
+    return f"{row['envoys']} ({row['connected']} here)"

@@ -70,7 +70,39 @@ says, and the container, the Service and the probes follow it.
 {{- regexFind "[0-9]+$" $address }}
 {{- end }}
 
+{{/*
+The ports the pools' pickers listen on (config.pools[].picker.address and
+config.inference_pools.picker.address), each once, space-separated: the container and, in
+central mode, the Service expose them (named picker-0, picker-1, ...).
+*/}}
+{{- define "xds-control.pickerPorts" -}}
+{{- $ports := list }}
+{{- range .Values.config.pools }}
+{{- with .picker }}{{ $ports = append $ports (regexFind "[0-9]+$" .address) }}{{ end }}
+{{- end }}
+{{- with .Values.config.inference_pools }}
+{{- with .picker }}{{ $ports = append $ports (regexFind "[0-9]+$" .address) }}{{ end }}
+{{- end }}
+{{- join " " (uniq $ports) }}
+{{- end }}
+
 {{- define "xds-control.checks" -}}
+{{- $central := eq .Values.mode "central" }}
+{{- $limited := false }}
+{{- range .Values.config.listeners }}{{ if .limits }}{{ $limited = true }}{{ end }}{{ end }}
+{{- $counted := not (empty .Values.config.gateways) }}
+{{- range .Values.config.node_groups }}{{ if .gateways }}{{ $counted = true }}{{ end }}{{ end }}
+{{- $replicas := int (ternary .Values.replicaCount .Values.sidecar.workload.replicas $central) }}
+{{- if and (gt $replicas 1) $limited (not $counted) }}
+{{- fail (printf "%d replicas with config.listeners[].limits: each control plane would divide the fleet-wide budgets by its own Envoys only, and the fleet would admit about %d times its budget; set config.gateways (the gateway Service's EndpointSlices, a headless Service's name, or a count) so every replica divides by the whole fleet" $replicas $replicas) }}
+{{- end }}
+{{- if $central }}
+{{- range .Values.config.pools }}
+{{- if and .picker (not .picker.envoy_address) }}
+{{- fail (printf "pool %s: in central mode Envoy reaches the picker through the Service: set picker.envoy_address to its NAME:PORT (e.g. %s.%s.svc:%s)" .name (include "xds-control.fullname" $) $.Release.Namespace (regexFind "[0-9]+$" .picker.address)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if regexMatch "^(127\\.|localhost:|\\[::1\\]:)" (dig "admin_address" "127.0.0.1:9902" .Values.config) }}
 {{- fail "config.admin_address is on loopback: bind 0.0.0.0:PORT, since the kubelet's probes and Prometheus reach the pod's IP (the chart's Secret holds the token the admin API then requires)" }}
 {{- end }}
@@ -83,6 +115,15 @@ says, and the container, the Service and the probes follow it.
 {{- $namespace := dig "kubernetes" "namespace" "" . }}
 {{- if and $namespace (not (has $namespace $allowed)) }}
 {{- fail (printf "pool %s reads EndpointSlices in namespace %s, which rbac.namespaces does not grant: add it there (or set rbac.clusterWide)" .name $namespace) }}
+{{- end }}
+{{- end }}
+{{- $fleets := list }}
+{{- range (prepend (default (list) .Values.config.node_groups) .Values.config) }}
+{{- with .gateways }}{{ with .kubernetes }}{{ $fleets = append $fleets .namespace }}{{ end }}{{ end }}
+{{- end }}
+{{- range $fleets }}
+{{- if not (has . $allowed) }}
+{{- fail (printf "gateways reads the gateway Service's EndpointSlices in namespace %s, which rbac.namespaces does not grant: add it there (or set rbac.clusterWide)" .) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -126,6 +167,13 @@ the admin token from a Secret, optional TLS certificates.
     - name: admin
       containerPort: {{ include "xds-control.adminPort" . }}
       protocol: TCP
+    {{- range $i, $port := splitList " " (include "xds-control.pickerPorts" .) }}
+    {{- if $port }}
+    - name: picker-{{ $i }}
+      containerPort: {{ $port }}
+      protocol: TCP
+    {{- end }}
+    {{- end }}
   livenessProbe:
     httpGet:
       path: /healthz

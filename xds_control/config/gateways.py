@@ -1,0 +1,64 @@
+"""The gateway fleet: every Envoy that enforces a share of a node group's budgets.
+
+A budget is fleet-wide, and each Envoy runs a bucket of its share. Counting only the Envoys
+connected to this process is right for one control plane; behind a Service with two replicas
+each sees about half the fleet and would hand out twice the budget. The fleet's size is then
+read where every replica reads the same answer: the gateway Service's EndpointSlices, the
+addresses a headless Service's name resolves to, or a fixed count.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import Field, model_validator
+
+from xds_control.config.discovery import DNS_LABEL, DnsDiscovery, KubeConnection
+from xds_control.config.strict import StrictModel
+
+__all__ = ["GatewayFleet", "GatewayService"]
+
+
+class GatewayService(KubeConnection):
+    """The Kubernetes Service in front of the gateway Envoys: its ready endpoints are the
+    fleet."""
+
+    namespace: str = Field(pattern=DNS_LABEL, description="The Service's namespace.")
+    service: str = Field(
+        pattern=DNS_LABEL,
+        description="The gateway Service's name (its EndpointSlices carry the label "
+        "`kubernetes.io/service-name` with it).",
+    )
+    port: int | str | None = Field(
+        default=None,
+        description="Which of the slices' ports to count by, its name or number (each gateway "
+        "pod once). Unset: the slices' only port.",
+    )
+
+
+class GatewayFleet(StrictModel):
+    """How many Envoys share each budget: exactly one of `kubernetes`, `dns` or `count`."""
+
+    kubernetes: GatewayService | None = Field(
+        default=None,
+        description="Count the ready endpoints of the gateway Service (list and watch of its "
+        "EndpointSlices; a terminating or not-ready gateway is not counted).",
+    )
+    dns: DnsDiscovery | None = Field(
+        default=None,
+        description="Count the addresses these names resolve to (a headless Service's name "
+        "resolves to every ready pod).",
+    )
+    count: int | None = Field(
+        default=None, ge=1, le=100_000, description="A fleet of a fixed size."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        given = [name for name in ("kubernetes", "dns", "count") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of kubernetes, dns or count"
+                + (f" (given: {', '.join(given)})" if given else "")
+            )
+        return self
