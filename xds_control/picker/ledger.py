@@ -83,6 +83,25 @@ class Ledger:
             out[a.address] = out.get(a.address, 0.0) + a.tokens
         return out
 
+    def claims(self, blocks: Sequence[bytes], *, now: float) -> dict[str, int]:
+        """Address -> the most leading ``blocks`` (chained keys, so a shared prefix) of a
+        prompt sent there and not answered yet: what the server is about to hold, before its
+        KV events can say so (they follow the prefill)."""
+        self._expire(now)
+        out: dict[str, int] = {}
+        if not blocks:
+            return out
+        for a in self._open.values():
+            if not a.blocks or a.blocks[0] != blocks[0]:
+                continue
+            shared = 0
+            for mine, theirs in zip(blocks, a.blocks, strict=False):
+                if mine != theirs:
+                    break
+                shared += 1
+            out[a.address] = max(out.get(a.address, 0), shared)
+        return out
+
     def unanswered(self, *, since: Mapping[str, float | None], now: float) -> dict[str, int]:
         """Address -> requests, as ``pending`` counts their tokens."""
         out: dict[str, int] = {}

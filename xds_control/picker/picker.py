@@ -193,6 +193,13 @@ class Picker:
         for address, blocks in from_events.items():
             if address not in uncached and by_events(address):
                 cached[address] = min(prompt.tokens, blocks * size)
+        # A prompt sent to a server that is still prefilling it is not in its events yet:
+        # the next request with that prefix would find no holder and go elsewhere.
+        claimed = state.ledger.claims(prompt.blocks, now=self.clock())
+        for address, blocks in claimed.items():
+            if address not in uncached and by_events(address):
+                tokens = min(prompt.tokens, blocks * BLOCK_BYTES / prompt.bytes_per_token)
+                cached[address] = max(cached.get(address, 0.0), tokens)
         return cached
 
     def _record(
@@ -212,7 +219,8 @@ class Picker:
             address=chosen,
             tokens=uncached_tokens(tokens=prompt.tokens, cached=cached.get(chosen, 0.0)),
             now=self.clock(),
-            blocks=prompt.blocks,
+            # Only a request whose answer will be reported claims its blocks until then.
+            blocks=prompt.blocks if request is not None else (),
         )
         mean = state.mean_tokens
         state.mean_tokens = (

@@ -123,3 +123,28 @@ def test_a_server_whose_events_stopped_falls_back_to_routing_history() -> None:
     assert picker.pick(pool="chat", body=body)[0] != sent
     stopped.add(sent)  # ...but they stopped: where the picker sent the prompt counts again
     assert picker.pick(pool="chat", body=body)[0] == sent
+
+
+def test_a_prompt_still_prefilling_is_claimed_until_its_server_answers() -> None:
+    # Events follow the prefill: a second request with the prompt's prefix, picked before the
+    # first's server has stored (and published) its blocks, goes where the first went.
+    held = HeldBlocks()
+    picker = Picker(fleet=_fleet({}), held=held, tokenizers=lambda pool: _tokenize)
+    for address in (A, B, C):
+        held.apply(address, [AllCleared()])  # all three publish events...
+    other = BlocksStored(
+        block_hashes=[7], parent_block_hash=None, token_ids=list(range(900, 916)), block_size=16
+    )
+    held.apply(C, [other])  # ...and hold nothing of the prompt
+    first = picker.pick(pool="chat", body=_body(WORDS), request="first")[0]
+    for k in range(4):  # other prompts, first words apart
+        again = picker.pick(pool="chat", body=_body([*WORDS[:200], f"x{k}"]), request=k)
+        assert again[0] == first
+    # Answered: the claim is over, and the events (which say nothing is held) decide.
+    for request in ("first", 0, 1, 2, 3):
+        picker.served(pool="chat", request=request, address=first)
+    state = picker._pools["chat"]
+    assert len(state.ledger) == 0
+    prompt = read_prompt(_body(WORDS), prefix_bytes=256, tokenize=_tokenize)
+    assert prompt is not None
+    assert picker._cached(state, pool="chat", prompt=prompt) == {}
