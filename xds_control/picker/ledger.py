@@ -83,6 +83,20 @@ class Ledger:
             out[a.address] = out.get(a.address, 0.0) + a.tokens
         return out
 
+    def queue(
+        self, *, since: Mapping[str, float | None], now: float
+    ) -> dict[str, tuple[float, int]]:
+        """Address -> the prompt tokens of every assignment still open there, and how many of
+        those were sent before ``since[address]`` (its server's last reading, whose waiting
+        count already has them)."""
+        self._expire(now)
+        out: dict[str, tuple[float, int]] = {}
+        for a in self._open.values():
+            tokens, before = out.get(a.address, (0.0, 0))
+            after = since.get(a.address)
+            out[a.address] = (tokens + a.tokens, before + (after is not None and a.at <= after))
+        return out
+
     def claims(self, blocks: Sequence[bytes], *, now: float) -> dict[str, int]:
         """Address -> the most leading ``blocks`` (chained keys, so a shared prefix) of a
         prompt sent there and not answered yet: what the server is about to hold, before its

@@ -32,12 +32,21 @@ _MEAN_WEIGHT = 0.05
 
 
 def queued_tokens(
-    candidates: Sequence[Candidate], *, pending: Mapping[str, float], mean_tokens: float
+    candidates: Sequence[Candidate],
+    *,
+    queue: Mapping[str, tuple[float, int]],
+    mean_tokens: float,
 ) -> dict[str, float]:
-    """Address -> prompt tokens ahead of a new request there: the server's ``waiting`` count
-    at its last reading (at the pool's mean prompt size: the picker does not know which
-    requests those are) plus what the picker sent it since."""
-    return {c.address: c.waiting * mean_tokens + pending.get(c.address, 0.0) for c in candidates}
+    """Address -> prompt tokens ahead of a new request there: every prompt the picker sent it
+    that it has not answered yet, each at its own size (``queue``: their tokens, and how many
+    were sent before the server's last reading), and the rest of the ``waiting`` count of that
+    reading (requests the picker did not send) at the pool's mean prompt size. One long
+    prompt in a queue counts as long as it is, not as the mean."""
+    out: dict[str, float] = {}
+    for c in candidates:
+        tokens, counted = queue.get(c.address, (0.0, 0))
+        out[c.address] = tokens + max(0.0, c.waiting - counted) * mean_tokens
+    return out
 
 
 @dataclass
@@ -101,10 +110,8 @@ class Picker:
         if subset is not None:
             candidates = [c for c in candidates if c.address in subset]
         now = self.clock()
-        pending = state.ledger.pending(
-            since={c.address: c.observed_at for c in candidates}, now=now
-        )
-        queued = queued_tokens(candidates, pending=pending, mean_tokens=state.mean_tokens)
+        queue = state.ledger.queue(since={c.address: c.observed_at for c in candidates}, now=now)
+        queued = queued_tokens(candidates, queue=queue, mean_tokens=state.mean_tokens)
         ranking = rank(
             candidates,
             key=prompt.key,

@@ -6,7 +6,8 @@ unit "prompt tokens prefilled at the pool's fastest speed":
     (tokens queued ahead of it + this request's uncached tokens + redone tokens) / speed
 
 - *queued*: what the server has yet to prefill before this request (the caller's estimate:
-  the engine's waiting count plus the picker's own assignments since that reading);
+  the picker's own unanswered assignments at their sizes, plus the rest of the engine's
+  waiting count at the pool's mean prompt size);
 - *uncached*: the prompt, minus what the index says the server holds of it (its longest run
   of the prompt's leading blocks);
 - *redone*: the part of the prompt the best holder has cached and this server has not: work

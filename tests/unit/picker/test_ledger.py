@@ -1,9 +1,12 @@
 """The picker's requests in flight: each counts on its server until it ends, until a reading
-of that server taken after it, or until it is too old."""
+of that server taken after it, or until it is too old; what a server queues, each prompt the
+picker sent it at its own size."""
 
 from __future__ import annotations
 
 from xds_control.picker.ledger import Ledger
+from xds_control.picker.picker import queued_tokens
+from xds_control.picker.score import Candidate
 
 A, B = "10.0.0.1:8000", "10.0.0.2:8000"
 
@@ -34,3 +37,20 @@ def test_an_end_never_heard_of_expires() -> None:
     ledger.add("r2", address=B, tokens=7, now=14.0)
     assert ledger.pending(since={}, now=15.1) == {B: 7}
     assert len(ledger) == 1
+
+
+def test_a_long_prompt_queued_counts_as_long_as_it_is_not_as_the_mean() -> None:
+    # Heavy-tailed prompts: A holds one 8,000-token prompt the picker sent, B one request of
+    # somebody else's; each reported one waiting. At the mean (1,000) they would tie.
+    ledger = Ledger(max_age_s=30)
+    ledger.add("long", address=A, tokens=8_000, now=10.0)
+    ledger.add("new", address=A, tokens=300, now=12.0)  # after A's reading
+    candidates = [
+        Candidate(address=a, weight=10, healthy=True, waiting=1.0, observed_at=11.0) for a in (A, B)
+    ]
+    queue = ledger.queue(since={A: 11.0, B: 11.0}, now=12.0)
+    assert queue == {A: (8_300, 1)}
+    assert queued_tokens(candidates, queue=queue, mean_tokens=1_000) == {A: 8_300, B: 1_000}
+    ledger.answered("long")  # its first token: the prefill is over, the waiting is not yet read
+    queue = ledger.queue(since={A: 11.0, B: 11.0}, now=12.5)
+    assert queued_tokens(candidates, queue=queue, mean_tokens=1_000) == {A: 1_300, B: 1_000}
