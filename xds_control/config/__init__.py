@@ -9,7 +9,7 @@ from xds_control.config.engine_of import (
     engine_of,
     measures_comparable,
 )
-from xds_control.config.gateways import GatewayFleet, GatewayService
+from xds_control.config.gateways import GatewayFleet
 from xds_control.config.groups import DEFAULT_GROUP, DefaultGroup, NodeGroup, NodeMatch
 from xds_control.config.kv_events import KvEventPorts, KvEventsConfig
 from xds_control.config.limits import (
@@ -57,7 +57,6 @@ __all__ = [
     "Engine",
     "EngineBaseWeights",
     "GatewayFleet",
-    "GatewayService",
     "HashKey",
     "HeaderMatch",
     "HealthPolicy",

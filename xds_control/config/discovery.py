@@ -19,6 +19,7 @@ __all__ = [
     "HostNamePort",
     "InferencePoolDiscovery",
     "KubeConnection",
+    "KubeService",
     "KubernetesDiscovery",
     "parse_host_name_port",
 ]
@@ -92,8 +93,8 @@ class KubeConnection(StrictModel):
     )
 
 
-class KubernetesDiscovery(KubeConnection):
-    """The endpoints of a Kubernetes Service, read from its EndpointSlices (list, then watch)."""
+class KubeService(KubeConnection):
+    """A Kubernetes Service, read from its EndpointSlices (list, then watch)."""
 
     namespace: str = Field(pattern=DNS_LABEL, description="The Service's namespace.")
     service: str = Field(
@@ -103,9 +104,14 @@ class KubernetesDiscovery(KubeConnection):
     )
     port: int | str | None = Field(
         default=None,
-        description="Which port of the slices to send to: its name or number. Unset: the "
+        description="Which port of the slices to use: its name or number. Unset: the "
         "slices' only port (a slice with several is then skipped, with an error in the log).",
     )
+
+
+class KubernetesDiscovery(KubeService):
+    """The endpoints of a Kubernetes Service, read from its EndpointSlices (list, then watch)."""
+
     weight: int = Field(
         default=10,
         ge=1,

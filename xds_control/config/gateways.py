@@ -13,36 +13,20 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from xds_control.config.discovery import DNS_LABEL, DnsDiscovery, KubeConnection
+from xds_control.config.discovery import DnsDiscovery, KubeService
 from xds_control.config.strict import StrictModel
 
-__all__ = ["GatewayFleet", "GatewayService"]
-
-
-class GatewayService(KubeConnection):
-    """The Kubernetes Service in front of the gateway Envoys: its ready endpoints are the
-    fleet."""
-
-    namespace: str = Field(pattern=DNS_LABEL, description="The Service's namespace.")
-    service: str = Field(
-        pattern=DNS_LABEL,
-        description="The gateway Service's name (its EndpointSlices carry the label "
-        "`kubernetes.io/service-name` with it).",
-    )
-    port: int | str | None = Field(
-        default=None,
-        description="Which of the slices' ports to count by, its name or number (each gateway "
-        "pod once). Unset: the slices' only port.",
-    )
+__all__ = ["GatewayFleet"]
 
 
 class GatewayFleet(StrictModel):
     """How many Envoys share each budget: exactly one of `kubernetes`, `dns` or `count`."""
 
-    kubernetes: GatewayService | None = Field(
+    kubernetes: KubeService | None = Field(
         default=None,
         description="Count the ready endpoints of the gateway Service (list and watch of its "
-        "EndpointSlices; a terminating or not-ready gateway is not counted).",
+        "EndpointSlices; a terminating or not-ready gateway is not counted; `port` picks the "
+        "slices of one port, each gateway once).",
     )
     dns: DnsDiscovery | None = Field(
         default=None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from xds_control.config import GatewayFleet
-from xds_control.config.discovery import KubeConnection, KubernetesDiscovery
+from xds_control.config.discovery import KubernetesDiscovery
 from xds_control.discovery.dns import DnsSource
 from xds_control.discovery.health import Health
 from xds_control.discovery.kubernetes import KubernetesSource
@@ -34,9 +34,7 @@ class FleetSize:
         self.settings = settings
         self._source: KubernetesSource | DnsSource | None = None
         if settings.kubernetes is not None:
-            service = settings.kubernetes
-            kept = {*KubeConnection.model_fields, "namespace", "service", "port"}
-            discovery = KubernetesDiscovery(**service.model_dump(include=kept), pod_metadata=False)
+            discovery = KubernetesDiscovery(**settings.kubernetes.model_dump(), pod_metadata=False)
             self._source = KubernetesSource(discovery, pool=fleet_key(group), wake=wake)
         elif settings.dns is not None:
             self._source = DnsSource(settings.dns)
