@@ -1,7 +1,7 @@
 """Flow control through a real Envoy (issue 25, must-show 2): a pool with no ready server holds
 its requests; a server that turns ready within ``max_wait_s`` serves them; past it, a held
 request is refused 503 with the reason (and 429 ``queue-full`` at once when the queue is
-full)."""
+full); a band with a shorter wait is refused at its own."""
 
 from __future__ import annotations
 
@@ -30,19 +30,21 @@ def _config(stack: EchoStack, *, picker: str, servers: int, **flow: Any) -> dict
     )
 
 
-async def _post(session: aiohttp.ClientSession, url: str, n: int) -> tuple[int, str, float]:
+async def _post(
+    session: aiohttp.ClientSession, url: str, n: int, *, band: str = "medium"
+) -> tuple[int, str, float]:
     """Status, the backend (or the flow-control reason) and the seconds it took."""
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"hi {n}"}]})
     started = time.monotonic()
-    async with session.post(url, data=body) as response:
+    async with session.post(url, data=body, headers={"x-priority": band}) as response:
         await response.read()
         said = response.headers.get(BACKEND_HEADER) or response.headers.get("x-xds-control-flow")
         return response.status, said or "", time.monotonic() - started
 
 
-async def _queued(stack: EchoStack, count: int) -> bool:
+async def _queued(stack: EchoStack, count: int, *, band: str = "medium") -> bool:
     metrics = await stack.control_plane.metrics()
-    return f'xds_control_flow_queued{{band="medium",pool="chat"}} {count:.1f}' in metrics
+    return f'xds_control_flow_queued{{band="{band}",pool="chat"}} {count:.1f}' in metrics
 
 
 async def test_a_pool_with_no_ready_server_holds_its_requests_until_one_is(
@@ -97,5 +99,28 @@ async def test_a_full_queue_refuses_at_once_with_429_and_retry_after(tmp_path: P
             assert time.monotonic() - started < 1.0  # at once, not after the wait
             stack.write_config(_config(stack, picker=picker, servers=1, max_queued=2))
             assert [status for status, _, _ in await asyncio.gather(*waiting)] == [200, 200]
+    finally:
+        await stack.close()
+
+
+async def test_a_band_with_a_shorter_wait_is_refused_at_it_while_another_waits_on(
+    tmp_path: Path,
+) -> None:
+    stack = echo_stack(tmp_path, backends=1)
+    picker = f"127.0.0.1:{free_port()}"
+    bands: dict[str, Any] = {"max_wait_s": 10.0, "band_max_wait_s": {"medium": 1.0}}
+    try:
+        await stack.start(_config(stack, picker=picker, servers=0, **bands))
+        url = f"{stack.url}/v1/chat/completions"
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+            critical = asyncio.create_task(_post(session, url, 0, band="critical"))
+            await eventually(lambda: _queued(stack, 1, band="critical"), timeout=MAX_WAIT_S / 2)
+            status, said, took = await _post(session, url, 1)
+            assert (status, said) == (503, "no-ready-endpoint")
+            assert 0.5 <= took < 5.0, took  # its band's wait, not the pool's 10 s
+            assert not critical.done()
+            stack.write_config(_config(stack, picker=picker, servers=1, **bands))
+            status, said, _ = await critical
+            assert (status, said) == (200, stack.backends.address(0))
     finally:
         await stack.close()

@@ -3,22 +3,25 @@ sending them on to queue in a server or shedding them.
 
 A held request waits in the picker (Envoy's ``ext_proc`` stream stays open, its message timeout
 extended up to ``max_wait_s``) in a bounded queue per priority band; when a server has room the
-picker dispatches the next one: the highest band first, within a band the tenants in turn (the
-one served longest ago first), within a tenant by arrival. A request is refused (429 with
-``retry-after``) only when its queue is full or it has waited ``max_wait_s``; a pool with no
-ready server answers 503 after ``max_wait_s``.
+picker dispatches the next one: a tenant within its fair share of the pool before one over it,
+then the highest band first, within a band the tenants in turn, within a tenant by arrival. A
+request is refused (429 with ``retry-after``) only when its queue is full or it has waited its
+band's TTL (``band_max_wait_s``, else ``max_wait_s``); a pool with no ready server answers 503
+after it.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from xds_control.config.limits import HeaderName
 from xds_control.config.strict import StrictModel
 
-__all__ = ["HOLD_MARGIN_S", "FlowControl", "TokenBudget"]
+__all__ = ["HOLD_MARGIN_S", "BandName", "FlowControl", "TokenBudget"]
+
+BandName = Literal["critical", "high", "medium"]
 
 HOLD_MARGIN_S = 1.0
 """Envoy waits for a held request's answer ``max_wait_s`` plus this: the picker answers first,
@@ -37,7 +40,7 @@ class TokenBudget(StrictModel):
         description="The tenant (the value of `tenant_header`) this budget is for; `*`: "
         "each tenant its own budget of this size.",
     )
-    priority: Literal["critical", "high", "medium"] | None = Field(
+    priority: BandName | None = Field(
         default=None,
         description="Only requests of this band count against it; unset: every band.",
     )
@@ -68,6 +71,14 @@ class FlowControl(StrictModel):
         "serves what waited if a server turns ready within it). Envoy's `ext_proc` message "
         "timeout is extended to this for a held request (`max_message_timeout`).",
     )
+    band_max_wait_s: dict[BandName, float] = Field(
+        default_factory=dict,
+        description="A shorter TTL for a band (`critical`, `high`, `medium`): once a request "
+        "of it has waited this long it is refused (429, `max-wait`) rather than served too "
+        "late, so no capacity goes to an answer that can no longer meet its time-to-first-"
+        "token target (set it to the target less the time a server takes to answer). A band "
+        "not named waits `max_wait_s`; none may wait longer.",
+    )
     max_queued: int = Field(
         default=1024,
         ge=1,
@@ -85,8 +96,10 @@ class FlowControl(StrictModel):
     tenant_header: HeaderName = Field(
         default="x-gateway-inference-fairness-id",
         description="The request header that names its tenant (the Inference Extension's "
-        "fairness id); requests without it share one tenant. Within a band, tenants take "
-        "turns, so a heavy tenant cannot starve a light one.",
+        "fairness id); requests without it share one tenant. A tenant served more than "
+        "its equal share of the pool's recent dispatches waits behind the tenants within "
+        "theirs, whatever its band; within a band, tenants take turns. So a heavy tenant "
+        "cannot starve a light one.",
     )
     priority_header: HeaderName = Field(
         default="x-priority",
@@ -132,3 +145,17 @@ class FlowControl(StrictModel):
         description="What a request without `max_tokens` (or `max_completion_tokens`) is "
         "charged against a budget until its response's usage settles it.",
     )
+
+    @model_validator(mode="after")
+    def _band_waits_within_max_wait(self) -> Self:
+        for band, wait in self.band_max_wait_s.items():
+            if not 0 < wait <= self.max_wait_s:
+                raise ValueError(
+                    f"band_max_wait_s.{band}: {wait:g} s must be above 0 and at most "
+                    f"max_wait_s ({self.max_wait_s:g} s)"
+                )
+        return self
+
+    def wait_s(self, band: str) -> float:
+        """How long a request of ``band`` (its name) may be held."""
+        return next((w for b, w in self.band_max_wait_s.items() if b == band), self.max_wait_s)

@@ -22,6 +22,7 @@ from xds_control.flow.budgets import TokenBudgets
 from xds_control.flow.metrics import FLOW_OUTCOMES, FLOW_QUEUED, FLOW_WAIT_SECONDS
 from xds_control.flow.queues import Band, FlowQueues, Held
 from xds_control.flow.refused import Refused
+from xds_control.flow.shares import TenantShares
 
 __all__ = ["TICK_S", "FlowController"]
 
@@ -51,6 +52,7 @@ class FlowController:
         self._waiting: dict[Held, asyncio.Future[None]] = {}
         self._in_transit: dict[str, int] = {}
         """Pool -> requests dispatched that have not yet returned from ``admit``."""
+        self._tenant_shares: dict[str, TenantShares] = {}
         self.budgets = TokenBudgets(clock=clock)
         """The pools' output-token budgets, charged and settled by the picker's exchanges."""
 
@@ -68,12 +70,20 @@ class FlowController:
         queue = self._queues.get(pool)
         return 0 if queue is None else len(queue)
 
+    def let_through(self, *, pool: str, tenant: str) -> None:
+        """A request of ``tenant`` went on at once, nothing held: it counts for the tenant's
+        share as a dispatched one does."""
+        self._shares(pool).served(tenant, now=self._clock())
+
     async def admit(
         self, *, pool: str, band: Band, tenant: str, size: int, request: Hashable
     ) -> None:
         """Return once ``request`` may be picked; raise ``Refused`` if it may not."""
         settings = self._settings(pool)
-        if settings is None or not self.holds(pool):
+        if settings is None:
+            return
+        if not self.holds(pool):
+            self.let_through(pool=pool, tenant=tenant)
             return
         queue = self._queue(pool, settings)
         held = Held(request=request, band=band, tenant=tenant, size=size, arrived=self._clock())
@@ -85,7 +95,8 @@ class FlowController:
         self._waiting[held] = waiter
         FLOW_QUEUED.labels(pool=pool, band=band.name.lower()).inc()
         try:
-            async with asyncio.timeout(settings.max_wait_s):  # not wait_for: see wait_set
+            # not wait_for: see wait_set
+            async with asyncio.timeout(settings.wait_s(band.name.lower())):
                 await asyncio.shield(waiter)
         except TimeoutError:
             if waiter.done():  # dispatched as the wait ran out: it goes
@@ -112,6 +123,12 @@ class FlowController:
         FLOW_OUTCOMES.labels(pool=pool, outcome="dispatched").inc()
         FLOW_WAIT_SECONDS.labels(pool=pool).observe(self._clock() - held.arrived)
 
+    def _shares(self, pool: str) -> TenantShares:
+        shares = self._tenant_shares.get(pool)
+        if shares is None:
+            shares = self._tenant_shares[pool] = TenantShares()
+        return shares
+
     def _queue(self, pool: str, settings: FlowControl) -> FlowQueues:
         queue = self._queues.get(pool)
         if queue is None or (queue.max_queued, queue.max_bytes) != (
@@ -135,10 +152,12 @@ class FlowController:
             except Exception:  # a broken reading must not stop the queues for good
                 log.exception("saturation check failed", pool=pool)
                 continue
-            held = queue.pop()
+            shares, now = self._shares(pool), self._clock()
+            held = queue.pop(over=shares.over(queue.tenants(), now=now))
             waiter = self._waiting.get(held) if held is not None else None
-            if waiter is not None and not waiter.done():
+            if held is not None and waiter is not None and not waiter.done():
                 waiter.set_result(None)
+                shares.served(held.tenant, now=now)
                 self._in_transit[pool] = self._in_transit.get(pool, 0) + 1
 
     async def run(self) -> None:

@@ -1,10 +1,11 @@
 """The held requests of one pool: a bounded queue per priority band, tenants in turn within a
-band, arrival order within a tenant. Pure: the controller owns the clock and the waiting."""
+band, arrival order within a tenant; tenants over their fair share (``TenantShares``) after all
+the others. Pure: the controller owns the clock and the waiting."""
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Hashable, Iterator
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -68,20 +69,26 @@ class FlowQueues:
         self.bytes += held.size
         return None
 
-    def pop(self) -> Held | None:
-        """The next to dispatch: the highest band holding any, its next tenant's oldest; that
+    def tenants(self) -> set[str]:
+        """The tenants holding requests, in any band."""
+        return {tenant for queue in self._bands.values() for tenant in queue.tenants}
+
+    def pop(self, *, over: Collection[str] = ()) -> Held | None:
+        """The next to dispatch: of the tenants not ``over`` their share (if any holds a
+        request, else of all), the highest band holding any, its next tenant's oldest; that
         tenant goes to the back of its band's turn."""
-        for band in sorted(Band, reverse=True):
-            queue = self._bands[band]
-            if not queue.count:
-                continue
-            tenant, waiting = next(iter(queue.tenants.items()))
-            held = waiting.popleft()
-            del queue.tenants[tenant]
-            if waiting:
-                queue.tenants[tenant] = waiting  # to the back of the turn
-            self._taken(queue, held)
-            return held
+        for within in (True, False):
+            for band in sorted(Band, reverse=True):
+                queue = self._bands[band]
+                tenant = next((t for t in queue.tenants if (t not in over) == within), None)
+                if tenant is None:
+                    continue
+                waiting = queue.tenants.pop(tenant)
+                held = waiting.popleft()
+                if waiting:
+                    queue.tenants[tenant] = waiting  # to the back of the turn
+                self._taken(queue, held)
+                return held
         return None
 
     def remove(self, held: Held) -> bool:
@@ -99,12 +106,3 @@ class FlowQueues:
     def _taken(self, queue: _BandQueue, held: Held) -> None:
         queue.count -= 1
         self.bytes -= held.size
-
-    def expired(self, *, now: float, max_wait_s: float) -> Iterator[Held]:
-        """Those held longer than ``max_wait_s`` at ``now`` (not removed: ``remove`` them)."""
-        for queue in self._bands.values():
-            for waiting in queue.tenants.values():
-                for held in waiting:
-                    if now - held.arrived < max_wait_s:
-                        break  # arrival order within a tenant
-                    yield held

@@ -302,8 +302,11 @@ class Exchange:
             return None
         if (refusal := self._charge_budget(settings, body)) is not None:
             return [refusal]
+        tenant, band = self._tenant_band(settings)
         if self._hold(body, ended_by=ended_by):
-            return [_hold_timeout(settings.max_wait_s)]
+            return [_hold_timeout(settings.wait_s(band.name.lower()))]
+        if self.flow is not None:
+            self.flow.let_through(pool=self.pool, tenant=tenant)
         return None
 
     def _tenant_band(self, settings: FlowControl) -> tuple[str, Band]:

@@ -147,3 +147,17 @@ def test_an_re2_header_regex_is_accepted() -> None:
         "{name: all, pool: chat, match: {headers: [{name: x-tenant, regex: 'team-[a-z]+'}]}}",
     )
     assert parse_config(text=text).listeners[0].routes[0].match.headers[0].regex == "team-[a-z]+"
+
+
+def test_a_band_may_not_wait_longer_than_the_pool_s_max_wait() -> None:
+    flow = (
+        "    picker:\n      address: 127.0.0.1:9100\n"
+        "      flow: {max_wait_s: 5, band_max_wait_s: {medium: 8}}\n"
+    )
+    text = VALID.replace("    endpoints:\n", flow + "    endpoints:\n", 1)
+    [(path, message)] = problems(text)
+    assert path == "pools[0].picker.flow"
+    assert "band_max_wait_s.medium: 8 s" in message
+    assert "max_wait_s (5 s)" in message
+    [(path, _)] = problems(text.replace("medium: 8", "urgent: 1"))
+    assert path.startswith("pools[0].picker.flow.band_max_wait_s")

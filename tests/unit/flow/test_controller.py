@@ -126,3 +126,41 @@ async def test_the_tick_lets_a_request_go_when_room_appears_unannounced() -> Non
         assert await asyncio.wait_for(waiting, 2) == "a"
     finally:
         ticking.cancel()
+
+
+async def test_a_tenant_over_its_share_waits_behind_a_lighter_one_of_a_lower_band() -> None:
+    pool = _Pool(room=0)
+    controller = _controller(pool, FlowControl(max_wait_s=10))
+    for _ in range(6):
+        controller.let_through(pool="chat", tenant="heavy")
+    for _ in range(4):
+        controller.let_through(pool="chat", tenant="light")
+    order: list[str] = []
+
+    async def one(name: str, tenant: str, band: Band) -> None:
+        await controller.admit(pool="chat", band=band, tenant=tenant, size=10, request=name)
+        pool.room -= 1
+        order.append(name)
+
+    tasks = [
+        asyncio.create_task(one("heavy-critical", "heavy", Band.CRITICAL)),
+        asyncio.create_task(one("light-medium", "light", Band.MEDIUM)),
+    ]
+    await asyncio.sleep(0.01)
+    pool.room = 2
+    controller.release()
+    await asyncio.gather(*tasks)
+    assert order == ["light-medium", "heavy-critical"]
+
+
+async def test_a_band_with_a_shorter_wait_is_refused_at_its_own_ttl() -> None:
+    pool = _Pool(room=0)
+    controller = _controller(pool, FlowControl(max_wait_s=30, band_max_wait_s={"medium": 0.05}))
+    high = asyncio.create_task(_admit(controller, pool, "h", band=Band.HIGH))
+    with pytest.raises(Refused) as refused:
+        await asyncio.wait_for(_admit(controller, pool, "m"), 2)
+    assert (refused.value.status, refused.value.reason) == (429, "max-wait")
+    assert not high.done()  # high waits max_wait_s
+    pool.room = 1
+    controller.release()
+    assert await asyncio.wait_for(high, 1) == "h"

@@ -1,4 +1,5 @@
-"""The held requests' order and bounds: bands first, tenants in turn, arrival within a tenant."""
+"""The held requests' order and bounds: tenants within their share first, then bands, tenants in
+turn, arrival within a tenant."""
 
 from __future__ import annotations
 
@@ -49,19 +50,30 @@ def test_bytes_bound_all_bands_together() -> None:
     assert queues.push(_held("c", band=Band.CRITICAL)) is None
 
 
-def test_expired_are_those_past_the_wait_and_removed_they_leave_no_trace() -> None:
+def test_a_removed_request_leaves_no_trace() -> None:
     queues = FlowQueues(max_queued=10, max_bytes=1000)
     old, young = _held("old", tenant="t", at=0.0), _held("young", tenant="t", at=8.0)
-    other = _held("other", tenant="u", at=1.0)
-    for held in (old, young, other):
+    for held in (old, young):
         queues.push(held)
-    expired = list(queues.expired(now=10.0, max_wait_s=5.0))
-    assert {h.request for h in expired} == {"old", "other"}
-    for held in expired:
-        assert queues.remove(held)
+    assert queues.remove(old)
     assert not queues.remove(old)
     assert _drain(queues) == ["young"]
     assert queues.bytes == 0
+    assert queues.tenants() == set()
+
+
+def test_a_tenant_over_its_share_waits_behind_the_others_whatever_the_band() -> None:
+    queues = FlowQueues(max_queued=20, max_bytes=1000)
+    queues.push(_held("heavy-critical", band=Band.CRITICAL, tenant="heavy"))
+    queues.push(_held("heavy-medium", tenant="heavy"))
+    queues.push(_held("light-medium", tenant="light"))
+    queues.push(_held("light-high", band=Band.HIGH, tenant="light"))
+    assert queues.tenants() == {"heavy", "light"}
+    order = []
+    while (held := queues.pop(over={"heavy"})) is not None:
+        order.append(held.request)
+    # Within its share the light tenant's bands decide; then the heavy tenant's.
+    assert order == ["light-high", "light-medium", "heavy-critical", "heavy-medium"]
 
 
 def test_band_names_are_the_limits_classes() -> None:
