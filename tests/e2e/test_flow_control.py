@@ -108,9 +108,9 @@ async def test_a_band_with_a_shorter_wait_is_refused_at_it_while_another_waits_o
 ) -> None:
     stack = echo_stack(tmp_path, backends=1)
     picker = f"127.0.0.1:{free_port()}"
-    bands: dict[str, Any] = {"max_wait_s": 10.0, "band_max_wait_s": {"medium": 1.0}}
+    flow: dict[str, Any] = {"max_wait_s": 10.0, "band_max_wait_s": {"medium": 1.0}}
     try:
-        await stack.start(_config(stack, picker=picker, servers=0, **bands))
+        await stack.start(_config(stack, picker=picker, servers=0, **flow))
         url = f"{stack.url}/v1/chat/completions"
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
             critical = asyncio.create_task(_post(session, url, 0, band="critical"))
@@ -119,7 +119,7 @@ async def test_a_band_with_a_shorter_wait_is_refused_at_it_while_another_waits_o
             assert (status, said) == (503, "no-ready-endpoint")
             assert 0.5 <= took < 5.0, took  # its band's wait, not the pool's 10 s
             assert not critical.done()
-            stack.write_config(_config(stack, picker=picker, servers=1, **bands))
+            stack.write_config(_config(stack, picker=picker, servers=1, **flow))
             status, said, _ = await critical
             assert (status, said) == (200, stack.backends.address(0))
     finally:

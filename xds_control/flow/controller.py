@@ -154,8 +154,10 @@ class FlowController:
                 continue
             shares, now = self._shares(pool), self._clock()
             held = queue.pop(over=shares.over(queue.tenants(), now=now))
-            waiter = self._waiting.get(held) if held is not None else None
-            if held is not None and waiter is not None and not waiter.done():
+            if held is None:
+                continue
+            waiter = self._waiting.get(held)
+            if waiter is not None and not waiter.done():
                 waiter.set_result(None)
                 shares.served(held.tenant, now=now)
                 self._in_transit[pool] = self._in_transit.get(pool, 0) + 1

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import random
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -323,7 +324,8 @@ def seeds_table(runs: Sequence[Mapping[str, Mapping[str, Mapping[str, Any]]]]) -
     rows = []
     for arm in runs[0]:
         per_seed = [run[arm] for run in runs]
-        critical = [c["critical"]["ttft_p99_s"] or 0.0 for c in per_seed]
+        # A seed with no Critical answer has no P99: left out of the median, not taken as 0.
+        critical = [c["critical"]["ttft_p99_s"] or math.nan for c in per_seed]
         refused = [float(sum(c[cls]["refused"] for cls in MIX)) for c in per_seed]
         total = [sum(c[cls]["goodput_rps"] for cls in MIX) for c in per_seed]
         light = [c["tenant light"]["goodput_rps"] for c in per_seed]
