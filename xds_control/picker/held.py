@@ -16,34 +16,77 @@ group than the first. Pure: events in, lookups out; a ``KvSink``.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
-from hashlib import blake2b
+from collections.abc import Mapping, Sequence
 
+from xds_control.picker.prefix import BlockKey, chain_keys
 from xds_control.signals.kv_wire import AllCleared, BlockHash, BlocksRemoved, BlocksStored, KvEvent
 
-__all__ = ["HeldBlocks", "token_keys"]
+__all__ = ["HeldBlocks", "HeldPrefix", "token_keys"]
 
-_ROOT = b""
+_ROOT: BlockKey = 0
 
 
-def token_keys(token_ids: Sequence[int], *, block_size: int, parent: bytes = _ROOT) -> list[bytes]:
+def token_keys(
+    token_ids: Sequence[int], *, block_size: int, parent: BlockKey = _ROOT
+) -> list[BlockKey]:
     """Chained keys of the full ``block_size`` blocks of ``token_ids`` (the partial last block
     has none: engines cache only full blocks), continuing from ``parent``'s key."""
-    raw = array("Q", token_ids).tobytes()  # once, not per block: picks cut 16k-token prompts
-    step = block_size * 8
-    keys = []
-    for start in range(0, len(raw) - step + 1, step):
-        parent = blake2b(parent + raw[start : start + step], digest_size=8).digest()
-        keys.append(parent)
-    return keys
+    # One byte string, not one per block: picks cut 16k-token prompts.
+    return chain_keys(array("Q", token_ids).tobytes(), step=block_size * 8, parent=parent)
+
+
+class HeldPrefix:
+    """The servers that hold a prompt's leading blocks, followed as its ids are read, so that
+    a pick encodes the prompt only as far as some server holds it (``read`` answers a
+    tokenizer's ``wanted``). ``matched`` is ``HeldBlocks.matched`` of every id read."""
+
+    def __init__(self, holders: Mapping[BlockKey, set[str]], *, block_size: int) -> None:
+        self._holders = holders
+        self.block_size = block_size
+        self._read = 0
+        self._parent = _ROOT
+        self._blocks = 0
+        self._alive: set[str] | None = None
+        self._left: dict[str, int] = {}
+        self.ended = False
+        """A block no server holds was read: no id after it can match."""
+
+    def read(self, ids: Sequence[int]) -> bool:
+        """Follow ``ids`` (the prompt's first ids: each call the same ones or more) past what
+        was read; whether some server holds every full block so far, so that the ids after
+        them may match too."""
+        full = (len(ids) - self._read) // self.block_size * self.block_size
+        if self.ended or full <= 0:
+            return not self.ended
+        chunk = ids[self._read : self._read + full]
+        keys = token_keys(chunk, block_size=self.block_size, parent=self._parent)
+        self._read += full
+        self._parent = keys[-1]
+        for key in keys:
+            holders = self._holders.get(key)
+            alive = set(holders or ()) if self._alive is None else self._alive & (holders or set())
+            if self._alive is not None and len(alive) < len(self._alive):
+                self._left.update((s, self._blocks) for s in self._alive - alive)
+            self._alive = alive
+            if not alive:
+                self.ended = True
+                return False
+            self._blocks += 1
+        return True
+
+    def matched(self) -> dict[str, int]:
+        """Server -> how many leading blocks of the ids read it holds (holding none: absent)."""
+        out = {s: n for s, n in self._left.items() if n > 0}
+        out.update((s, self._blocks) for s in self._alive or ())
+        return out
 
 
 class HeldBlocks:
     """Every server's blocks; ``apply`` follows one server's events in order."""
 
     def __init__(self) -> None:
-        self._by_hash: dict[str, dict[BlockHash, bytes]] = {}
-        self._holders: dict[bytes, set[str]] = {}
+        self._by_hash: dict[str, dict[BlockHash, BlockKey]] = {}
+        self._holders: dict[BlockKey, set[str]] = {}
         self.block_size: int | None = None
         """The block size of the last ``BlockStored``: what a prompt is cut into."""
         self.skipped = 0
@@ -60,7 +103,11 @@ class HeldBlocks:
         """How many of ``server``'s blocks this index keys."""
         return len(self._by_hash.get(server, ()))
 
-    def matched(self, keys: Sequence[bytes]) -> dict[str, int]:
+    def prefix(self, *, block_size: int) -> HeldPrefix:
+        """A prompt's match, followed as its ids are read."""
+        return HeldPrefix(self._holders, block_size=block_size)
+
+    def matched(self, keys: Sequence[BlockKey]) -> dict[str, int]:
         """Server -> how many leading ``keys`` its events say it holds (servers holding none
         are absent)."""
         out: dict[str, int] = {}
@@ -93,7 +140,7 @@ class HeldBlocks:
         """``server`` left: nothing of it is claimed any more."""
         self._clear(server, self._by_hash.pop(server, {}))
 
-    def _stored(self, server: str, by_hash: dict[BlockHash, bytes], event: BlocksStored) -> None:
+    def _stored(self, server: str, by_hash: dict[BlockHash, BlockKey], event: BlocksStored) -> None:
         parent_hash = event.parent_block_hash
         parent = _ROOT if parent_hash is None else by_hash.get(parent_hash)
         usable = event.keyed_by_tokens_alone and _counted(event.medium, event.group_idx)
@@ -111,7 +158,7 @@ class HeldBlocks:
             by_hash[engine_hash] = key
             self._holders.setdefault(key, set()).add(server)
 
-    def _drop(self, server: str, key: bytes | None) -> None:
+    def _drop(self, server: str, key: BlockKey | None) -> None:
         if key is None:
             return
         holders = self._holders.get(key)
@@ -120,7 +167,7 @@ class HeldBlocks:
             if not holders:
                 del self._holders[key]
 
-    def _clear(self, server: str, by_hash: dict[BlockHash, bytes]) -> None:
+    def _clear(self, server: str, by_hash: dict[BlockHash, BlockKey]) -> None:
         for key in by_hash.values():
             self._drop(server, key)
         by_hash.clear()

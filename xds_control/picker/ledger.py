@@ -24,7 +24,7 @@ class Assignment(NamedTuple):
     address: str
     tokens: float
     at: float
-    blocks: Sequence[bytes] = ()
+    blocks: Sequence[Hashable] = ()
 
 
 class Ledger:
@@ -44,7 +44,7 @@ class Ledger:
         address: str,
         tokens: float,
         now: float,
-        blocks: Sequence[bytes] = (),
+        blocks: Sequence[Hashable] = (),
     ) -> None:
         """``request`` went to ``address`` at ``now`` with ``tokens`` to prefill, its prompt's
         ``blocks`` with it."""
@@ -97,7 +97,7 @@ class Ledger:
             out[a.address] = (tokens + a.tokens, before + (after is not None and a.at <= after))
         return out
 
-    def claims(self, blocks: Sequence[bytes], *, now: float) -> dict[str, int]:
+    def claims(self, blocks: Sequence[Hashable], *, now: float) -> dict[str, int]:
         """Address -> the most leading ``blocks`` (chained keys, so a shared prefix) of a
         prompt sent there and not answered yet: what the server is about to hold, before its
         KV events can say so (they follow the prefill)."""

@@ -12,7 +12,7 @@ import structlog
 
 from xds_control.flow.saturation import saturated
 from xds_control.picker.fleet import Fleet
-from xds_control.picker.held import HeldBlocks, token_keys
+from xds_control.picker.held import HeldBlocks, HeldPrefix
 from xds_control.picker.index import PrefixIndex
 from xds_control.picker.ledger import Ledger
 from xds_control.picker.metrics import PICKS, SERVED
@@ -138,14 +138,25 @@ class Picker:
         ``subset`` (the gateway's hint), only those addresses may be named."""
         settings = self.fleet.picker(pool)
         prompt = None
+        match = None
         if settings is not None and len(body) <= settings.max_body_bytes:
             tokenize = self._tokenizers(pool) if self._tokenizers is not None else None
-            prompt = read_prompt(body, prefix_bytes=settings.prefix_bytes, tokenize=tokenize)
+            size = self.held.block_size if self.held is not None else None
+            if tokenize is not None and self.held is not None and size is not None:
+                match = self.held.prefix(block_size=size)
+            prompt = read_prompt(
+                body,
+                prefix_bytes=settings.prefix_bytes,
+                tokenize=tokenize,
+                # The prompt's ids matter as far as some server holds them: past the first
+                # block none holds, nothing can match (keys chain), so encoding stops there.
+                wanted=match.read if match is not None else None,
+            )
         if settings is None or prompt is None:
             PICKS.labels(pool=pool, outcome="none").inc()
             return []
         state = self._pool(pool, settings.index_size)
-        cached = self._cached(state, pool=pool, prompt=prompt)
+        cached = self._cached(state, pool=pool, prompt=prompt, match=match)
         ranking, candidates, queued = self._rank(
             state,
             pool=pool,
@@ -174,7 +185,9 @@ class Picker:
             )
         return chosen
 
-    def _cached(self, state: _Pool, *, pool: str, prompt: Prompt) -> dict[str, float]:
+    def _cached(
+        self, state: _Pool, *, pool: str, prompt: Prompt, match: HeldPrefix | None = None
+    ) -> dict[str, float]:
         """Address -> prompt tokens the server holds: from its KV events when it publishes
         them and the prompt's tokens are known, else from where the picker sent prompts; none
         on a server that keeps no prefix cache."""
@@ -185,16 +198,19 @@ class Picker:
             if address not in uncached
         }
         held = self.held
-        size = held.block_size if held is not None else None
         ids = prompt.token_ids
-        if held is None or size is None or ids is None:
+        if held is None or held.block_size is None or ids is None:
             return cached
+        if match is None:
+            match = held.prefix(block_size=held.block_size)
+        size = match.block_size
         stale = self._stale
 
         def by_events(address: str) -> bool:
             return held.publishes(address) and not (stale is not None and stale(pool, address))
 
-        from_events = held.matched(token_keys(ids, block_size=size))
+        match.read(ids)  # the ids after the tokenizer's last question
+        from_events = match.matched()
         for address in [a for a in cached if by_events(a)]:
             del cached[address]
         for address, blocks in from_events.items():

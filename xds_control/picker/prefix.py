@@ -25,14 +25,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 __all__ = [
     "BLOCK_BYTES",
     "BYTES_PER_TOKEN",
+    "BlockKey",
     "Prompt",
     "TokenIds",
     "Tokenize",
+    "Wanted",
+    "chain_keys",
     "prefix_key",
     "read_prompt",
 ]
@@ -48,8 +51,31 @@ class TokenIds(NamedTuple):
     """The share of the prompt's text they cover, (0, 1]: 1 when they are all of them."""
 
 
-Tokenize = Callable[[Mapping[str, Any]], TokenIds | None]
-"""A request body (parsed) -> its prompt's token ids, ``None`` where they cannot be known."""
+BlockKey = int
+"""A block's chained key (``chain_keys``)."""
+
+Wanted = Callable[[Sequence[int]], bool]
+"""The prompt's first token ids -> whether the ids after them can still change the pick."""
+
+
+class Tokenize(Protocol):
+    """A request body (parsed) -> its prompt's token ids, ``None`` where they cannot be known;
+    with ``wanted``, encoding may stop once it says the rest cannot matter."""
+
+    def __call__(
+        self, doc: Mapping[str, Any], /, *, wanted: Wanted | None = None
+    ) -> TokenIds | None: ...
+
+
+def chain_keys(data: bytes, *, step: int, parent: BlockKey = 0) -> list[BlockKey]:
+    """Chained keys of ``data``'s full ``step``-byte blocks, continuing from ``parent``'s key:
+    block ``i``'s key covers every byte up to the end of block ``i``."""
+    keys = []
+    for start in range(0, len(data) - step + 1, step):
+        parent = hash((parent, data[start : start + step]))
+        keys.append(parent)
+    return keys
+
 
 BLOCK_BYTES = 128
 """Bytes per block of the prefix index: about 32 tokens, two of vLLM's 16-token blocks. Finer
@@ -62,8 +88,8 @@ class Prompt(NamedTuple):
 
     key: bytes
     """16-byte key of the template (system message, else the first ``prefix_bytes`` bytes)."""
-    blocks: tuple[bytes, ...]
-    """Chained hashes of the prompt's full ``BLOCK_BYTES`` blocks, first block first."""
+    blocks: tuple[BlockKey, ...]
+    """Chained keys of the prompt's full ``BLOCK_BYTES`` blocks, first block first."""
     tokens: float
     """Prompt tokens: the prefill it costs a server with nothing cached (exact with ids)."""
     token_ids: Sequence[int] | None = None
@@ -112,24 +138,16 @@ def _texts(doc: dict[str, Any]) -> tuple[bytes, list[str], list[str]] | None:
     return "".join(rendered).encode(), texts, system
 
 
-def _blocks(rendered: bytes) -> tuple[bytes, ...]:
-    chain = hashlib.blake2b(digest_size=8)
-    out = []
-    for start in range(0, len(rendered) - BLOCK_BYTES + 1, BLOCK_BYTES):
-        chain.update(rendered[start : start + BLOCK_BYTES])
-        out.append(chain.copy().digest())
-    return tuple(out)
-
-
 def read_prompt(
     body: bytes,
     *,
     prefix_bytes: int,
     tokenize: Tokenize | None = None,
+    wanted: Wanted | None = None,
 ) -> Prompt | None:
     """``body``'s blocks, key and size, or ``None`` when it is not a JSON completion or chat
     request (such a request gets no pick). ``tokenize`` gives a body's token ids, ``None``
-    where it cannot."""
+    where it cannot, and stops where ``wanted`` says the rest cannot matter."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError):
@@ -142,13 +160,13 @@ def read_prompt(
     rendered, texts, system = found
     template = "".join(system).encode() or "".join(texts).encode()[:prefix_bytes]
     size = sum(len(t.encode()) for t in texts)
-    ids = tokenize(doc) if tokenize is not None else None
+    ids = tokenize(doc, wanted=wanted) if tokenize is not None else None
     tokens = size / BYTES_PER_TOKEN
     if ids is not None and ids.ids and ids.share > 0:
         tokens = len(ids.ids) / ids.share  # exact, or the part past the ids estimated
     return Prompt(
         key=hashlib.blake2b(template, digest_size=16).digest(),
-        blocks=_blocks(rendered),
+        blocks=tuple(chain_keys(rendered, step=BLOCK_BYTES)),
         tokens=tokens,
         token_ids=None if ids is None else ids.ids,
         bytes_per_token=max(1.0, size) / max(1.0, tokens),

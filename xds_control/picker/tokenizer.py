@@ -20,10 +20,19 @@ single space that starts a word, and each piece is encoded alone and kept (least
 dropped first), keyed by everything up to its end: a shared system prompt or a conversation's
 earlier turns are encoded once. A pick encodes at most ``BUDGET_CHARS`` characters of pieces it
 has not seen; past them it has the prompt's first ids only (what prefix matching reads first)
-and estimates the rest of the count. Cutting where a word starts gives the ids of the whole
-text for tokenizers that split words at spaces before they merge (byte-level BPE, SentencePiece,
-word-level); ``load`` checks that on a sample and encodes whole texts (up to the budget) for a
-tokenizer where it does not hold.
+and estimates the rest of the count. And it encodes a piece not seen only while the ids before
+it may still matter (``wanted``: the picker asks whether some server holds every block so far;
+past the first block none holds, no later block can match, since keys chain), so a new
+question after a known system prompt costs one piece, not the question; the rest of the count
+is estimated from the characters per token of what was encoded. What a pick stopped short of
+(up to ``WARM_CHARS``) is then encoded in a worker thread, off the pick's path (the library
+lets go of the GIL while it encodes), so that the next request with the text, a
+conversation's next turn, finds it encoded: without that, the next turn's pick would have to
+encode the whole of this turn's new text, past its budget.
+
+Cutting where a word starts gives the ids of the whole text for tokenizers that split words at
+spaces before they merge (byte-level BPE, SentencePiece, word-level); ``load`` checks that on
+a sample and encodes whole texts (up to the budget) for a tokenizer where it does not hold.
 
 ``PromptTokenizer`` is pure but for that cache; ``TokenizerShelf`` loads each directory once,
 off the event loop, and retries one that failed.
@@ -35,9 +44,11 @@ import asyncio
 import hashlib
 import json
 import re
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +57,26 @@ import structlog
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
-from xds_control.picker.prefix import TokenIds
+from xds_control.picker.prefix import TokenIds, Wanted
 
-__all__ = ["BUDGET_CHARS", "CHUNK_CHARS", "PromptTokenizer", "TokenizerError", "TokenizerShelf"]
+__all__ = [
+    "BUDGET_CHARS",
+    "CHUNK_CHARS",
+    "WARM_CHARS",
+    "PromptTokenizer",
+    "TokenizerError",
+    "TokenizerShelf",
+]
 
 CHUNK_CHARS = 1024
 """Characters per piece the cache keeps (a piece ends at the first word start past this)."""
 BUDGET_CHARS = 4096
 """Characters of new pieces one pick encodes at most: about 1,000 tokens of English, ~0.5 ms."""
+WARM_CHARS = 65_536
+"""Characters past where a pick stopped that the worker encodes, for the next request with the
+text: a conversation's next turn repeats this one, which its pick then finds encoded."""
+_WARMING = 2
+"""Warm-ups queued at most; a pick past them warms nothing (the worker is behind)."""
 _CACHED_PIECES = 20_000
 """Pieces kept, about 20 MB of text and its ids."""
 _SAMPLE = (
@@ -120,17 +143,22 @@ def _as_text(content: object) -> object:
     return content
 
 
+def _after(head: Sequence[int], wanted: Wanted) -> Wanted:
+    """``wanted`` for ids that follow ``head`` (a completion's BOS): the prompt's begin so."""
+    return lambda ids: wanted([*head, *ids])
+
+
+_WORD_START = re.compile(r"(?<=\S) (?=\S)")
+"""A single space between two characters that are not spaces: where a word starts."""
+
+
 def _cuts(text: str, *, start: int, size: int) -> int:
     """Where the piece from ``start`` ends: before the first single space past ``start +
     size`` that starts a word (the text's end if there is none)."""
-    at = start + size
-    while True:
-        at = text.find(" ", at)
-        if at < 0:
-            return len(text)
-        if not text[at - 1].isspace() and at + 1 < len(text) and not text[at + 1].isspace():
-            return at
-        at += 1
+    # One regular expression, not a loop over spaces: code indented by runs of spaces has
+    # thousands of spaces between two that qualify.
+    found = _WORD_START.search(text, start + size)
+    return len(text) if found is None else found.start()
 
 
 class PromptTokenizer:
@@ -143,7 +171,9 @@ class PromptTokenizer:
         template: jinja2.Template | None,
         specials: Mapping[str, str],
         parts: bool,
+        warm: bool = True,
     ) -> None:
+        """``warm``: encode the rest of a text a pick stopped short of in a worker thread."""
         self.tokenizer = tokenizer
         self.template = template
         """``None``: the model has no chat template, so chat requests get no ids."""
@@ -152,12 +182,16 @@ class PromptTokenizer:
         self.parts = parts
         """The template reads a message's content as a list of parts (else as one text)."""
         self._pieces: OrderedDict[bytes, list[int]] = OrderedDict()
+        self._lock = threading.Lock()  # the pieces, between the event loop and the worker
+        self._warm = warm
+        self._warmer: ThreadPoolExecutor | None = None
+        self._warming: set[Future[None]] = set()
         self._added = self._specials_added()
         self.pieces = self._agrees()
         """Pieces encode as the whole text does (else whole texts are encoded)."""
 
     @classmethod
-    def load(cls, directory: Path) -> PromptTokenizer:
+    def load(cls, directory: Path, *, warm: bool = True) -> PromptTokenizer:
         """Read ``directory`` (blocking IO). Raises ``TokenizerError``."""
         path = directory / "tokenizer.json"
         try:
@@ -179,7 +213,9 @@ class PromptTokenizer:
             raise TokenizerError(f"{directory}: the chat template does not compile: {exc}") from exc
         specials = {k: v for k in _SPECIALS if (v := _special(config.get(k))) is not None}
         parts = source is not None and _LOOPS_OVER_CONTENT.search(source) is not None
-        return cls(tokenizer=tokenizer, template=template, specials=specials, parts=parts)
+        return cls(
+            tokenizer=tokenizer, template=template, specials=specials, parts=parts, warm=warm
+        )
 
     def _specials_added(self) -> tuple[list[int], list[int]]:
         """The ids a completion's prompt gets before and after its own (BOS, EOS): what the
@@ -202,9 +238,72 @@ class PromptTokenizer:
     def _encode(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
 
-    def encode(self, text: str) -> TokenIds:
+    def _take(self, pending: list[tuple[bytes, str]]) -> list[int]:
+        """Encode the ``pending`` pieces in one call, keep them, and give their ids."""
+        if not pending:
+            return []
+        encoded = self._encode([t for _, t in pending])
+        self._keep([key for key, _ in pending], encoded)
+        pending.clear()
+        return [i for ids in encoded for i in ids]
+
+    def _keep(self, keys: list[bytes], encoded: list[list[int]]) -> None:
+        with self._lock:
+            for key, ids in zip(keys, encoded, strict=True):
+                self._pieces[key] = ids
+            while len(self._pieces) > _CACHED_PIECES:
+                self._pieces.popitem(last=False)
+
+    def _seen(self, key: bytes) -> list[int] | None:
+        with self._lock:
+            found = self._pieces.get(key)
+            if found is not None:
+                self._pieces.move_to_end(key)
+            return found
+
+    def _warm_rest(self, text: str, *, start: int, chain: hashlib.blake2b) -> None:
+        """Encode, in the worker, up to ``WARM_CHARS`` of ``text`` from ``start`` (``chain``:
+        the pieces' key hash up to there) that the cache does not hold."""
+        if not self._warm or len(self._warming) >= _WARMING:
+            return
+        if self._warmer is None:
+            self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer-warm")
+        future = self._warmer.submit(self._encode_rest, text, start, chain.copy())
+        self._warming.add(future)
+        future.add_done_callback(self._warming.discard)
+
+    def _encode_rest(self, text: str, start: int, chain: hashlib.blake2b) -> None:
+        try:
+            keys: list[bytes] = []
+            texts: list[str] = []
+            stop = min(len(text), start + WARM_CHARS)
+            while start < stop:
+                end = _cuts(text, start=start, size=CHUNK_CHARS)
+                chain.update(text[start:end].encode())
+                key = chain.digest()
+                with self._lock:
+                    seen = key in self._pieces
+                if not seen:
+                    keys.append(key)
+                    texts.append(text[start:end])
+                start = end
+            # One piece a call: the library lets go of the GIL while it encodes, so the loop
+            # runs on, and encodes one text on one core (a batch would take every core).
+            for key, piece in zip(keys, texts, strict=True):
+                self._keep([key], self._encode([piece]))
+        except Exception:  # never lost silently, never the loop's
+            log.exception("tokenizer warm-up failed")
+
+    def settle(self) -> None:
+        """Wait for the worker's warm-ups (tests, benchmarks)."""
+        for future in list(self._warming):
+            future.result()
+
+    def encode(self, text: str, *, wanted: Wanted | None = None) -> TokenIds:
         """``text``'s ids (no special tokens added), from the cache of pieces and at most
-        ``BUDGET_CHARS`` characters encoded now: all of them, or the first ones."""
+        ``BUDGET_CHARS`` characters encoded now: all of them, or the first ones. With
+        ``wanted``, a piece not seen yet is encoded only while ``wanted`` of the ids before it
+        says they may still matter."""
         if not self.pieces:
             end = (
                 len(text) if len(text) <= BUDGET_CHARS else _cuts(text, start=0, size=BUDGET_CHARS)
@@ -212,51 +311,47 @@ class PromptTokenizer:
             ids = self._encode([text[:end]])[0]
             return TokenIds(ids=ids, share=end / len(text) if text else 1.0)
         ids = []
+        pending: list[tuple[bytes, str]] = []  # pieces not seen yet, encoded in one call
         chain = hashlib.blake2b(digest_size=16)
-        start = 0
-        spent = 0
+        start = spent = 0
         while start < len(text):
-            # The run of pieces not seen yet, up to the budget, encoded in one call.
-            keys: list[bytes] = []
-            texts: list[str] = []
-            while start < len(text):
-                end = _cuts(text, start=start, size=CHUNK_CHARS)
-                chain.update(text[start:end].encode())
-                key = chain.digest()
-                found = self._pieces.get(key)
-                if found is not None and not texts:
-                    self._pieces.move_to_end(key)
-                    ids += found
-                elif found is not None or spent + (end - start) > BUDGET_CHARS:
+            end = _cuts(text, start=start, size=CHUNK_CHARS)
+            piece = text[start:end]
+            probe = chain.copy()
+            probe.update(piece.encode())
+            key = probe.digest()
+            found = self._seen(key)
+            if found is None:
+                if spent + len(piece) > BUDGET_CHARS:
                     break
-                else:
-                    keys.append(key)
-                    texts.append(text[start:end])
-                    spent += end - start
-                start = end
-            if not texts:
-                if start < len(text):  # out of budget
-                    return TokenIds(ids=ids, share=start / len(text))
-                break
-            for key, encoded in zip(keys, self._encode(texts), strict=True):
-                self._pieces[key] = encoded
-                ids += encoded
-            while len(self._pieces) > _CACHED_PIECES:
-                self._pieces.popitem(last=False)
-            if spent >= BUDGET_CHARS and start < len(text):
-                return TokenIds(ids=ids, share=start / len(text))
-        return TokenIds(ids=ids, share=1.0)
+                if wanted is not None:  # asked before each piece: the ids so far, then decide
+                    ids += self._take(pending)
+                    if ids and not wanted(ids):
+                        break
+                pending.append((key, piece))
+                spent += len(piece)
+            else:
+                ids += self._take(pending)
+                ids += found
+            chain, start = probe, end
+        ids += self._take(pending)
+        if start < len(text):  # the next request with this text (a next turn) may need it
+            self._warm_rest(text, start=start, chain=chain)
+        return TokenIds(ids=ids, share=1.0 if start >= len(text) else start / len(text))
 
-    def token_ids(self, doc: Mapping[str, Any]) -> TokenIds | None:
+    def token_ids(
+        self, doc: Mapping[str, Any], /, *, wanted: Wanted | None = None
+    ) -> TokenIds | None:
         """The prompt's token ids for a completion or chat request body (its first ones past
-        the budget), ``None`` when they cannot be known (no prompt, no chat template, a
-        template that refuses the request)."""
+        the budget, or past where ``wanted`` says the rest cannot matter), ``None`` when they
+        cannot be known (no prompt, no chat template, a template that refuses the request)."""
         prompt = doc.get("prompt")
         if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
             prompt = "".join(prompt)
         if isinstance(prompt, str):
-            found = self.encode(prompt)
             head, tail = self._added
+            ask = wanted if wanted is None or not head else _after(head, wanted)
+            found = self.encode(prompt, wanted=ask)
             ids = [*head, *found.ids, *(tail if found.share == 1.0 else ())]
             return TokenIds(ids=ids, share=found.share)
         messages = doc.get("messages")
@@ -277,7 +372,7 @@ class PromptTokenizer:
         except (jinja2.TemplateError, TypeError, ValueError) as exc:
             log.debug("chat template refused a request", error=str(exc))
             return None
-        return self.encode(text)
+        return self.encode(text, wanted=wanted)
 
 
 class TokenizerShelf:

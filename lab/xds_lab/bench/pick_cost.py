@@ -8,8 +8,21 @@ events and in the routing history, and the rank (no gRPC, no Envoy: those are
 Arms: no tokenizer (today's bytes / 4 path); the lab's word-level tokenizer on lab prompts
 (the simulator's rule); and a byte-level BPE of 32k tokens, trained here with ``tokenizers``
 on the Python standard library's sources (English and code, like a real model's BPE) on
-prompts of that text. Eight servers, each holding the prompts' shared first half by its
-events, so every pick matches blocks. Prints p50/p99 per arm and prompt size.
+prompts of that text. Eight servers. Two shapes of prompt:
+
+- ``new question``: a system prompt shared by all, then a question of its own of the same
+  length; the servers hold the shared half by their events (each a longer share of it), so
+  every pick matches blocks and meets half its text for the first time.
+- ``held, unseen``: prompts of their own, each one's first three quarters held by one server
+  (its events), which this picker's tokenizer never encoded: the worst steady case (a
+  conversation's next turn whose earlier turns another replica picked, or a replica just
+  started), where a pick encodes up to its budget of held text.
+
+Each tokenizer cell runs twice: the pick alone (``warm=False``), and with the worker's warm-up
+of what a pick stopped short of (the default), which here is busy all the time, since every
+pick of the table leaves new text: the worst case of its share of the two cores.
+
+Prints p50/p99 per arm, shape and prompt size.
 """
 
 from __future__ import annotations
@@ -119,34 +132,81 @@ def _prompts(
     ]
 
 
-def _measure(
-    *, tokenizer: PromptTokenizer | None, bodies: Sequence[dict[str, Any]]
-) -> tuple[list[float], float]:
-    held = HeldBlocks()
-    if tokenizer is not None:  # every server holds the shared half, by its events
-        found = tokenizer.token_ids(bodies[0])
-        ids = list(found.ids) if found is not None else []
-        shared = ids[: len(ids) // 2 // 16 * 16]
-        for n, server in enumerate(_SERVERS):
-            stored = BlocksStored(
-                block_hashes=list(range(n * 10_000, n * 10_000 + len(shared) // 16)),
+def _unseen(
+    text: str, *, tokenizer: PromptTokenizer | None, size: int, count: int
+) -> list[dict[str, Any]]:
+    """``count`` chat bodies of about ``size`` tokens, each of its own (no shared part)."""
+    rng = random.Random(size + 1)
+    words = text.split(" ")
+    probe = " ".join(words[:1_000])
+    found = tokenizer.token_ids({"prompt": probe}) if tokenizer is not None else None
+    per_word = (len(found.ids) / found.share if found else len(probe.encode()) / 4) / 1_000
+    n = int(size / per_word)
+    bodies = []
+    for _ in range(count):
+        start = rng.randrange(0, max(1, len(words) - n))
+        bodies.append(
+            {"messages": [{"role": "user", "content": " ".join(words[start : start + n])}]}
+        )
+    return bodies
+
+
+def _engine_ids(engine: PromptTokenizer, body: dict[str, Any]) -> list[int]:
+    """All of ``body``'s ids, as the engine encodes its whole prompt (no budget)."""
+    assert engine.template is not None
+    text = engine.template.render(
+        messages=body["messages"], add_generation_prompt=True, **engine.specials
+    )
+    return list(engine.tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def _hold(held: HeldBlocks, server: str, ids: Sequence[int], *, first: int) -> None:
+    whole = len(ids) // 16 * 16
+    held.apply(
+        server,
+        [
+            BlocksStored(
+                block_hashes=list(range(first, first + whole // 16)),
                 parent_block_hash=None,
-                token_ids=shared[: len(shared) * (n + 1) // len(_SERVERS) // 16 * 16],
+                token_ids=list(ids[:whole]),
                 block_size=16,
             )
-            held.apply(server, [stored])
+        ],
+    )
+
+
+def _measure(
+    *,
+    tokenizer: PromptTokenizer | None,
+    engine: PromptTokenizer | None,
+    bodies: Sequence[dict[str, Any]],
+    unseen: bool,
+) -> tuple[list[float], float]:
+    """Time a pick of each body; ``engine`` is a second copy of the tokenizer, standing for
+    the servers (what it encodes warms no cache of the picker's)."""
+    held = HeldBlocks()
+    if engine is not None and unseen:  # each body's first three quarters held by one server
+        for k, doc in enumerate(bodies):
+            whole = _engine_ids(engine, doc)
+            _hold(held, _SERVERS[k % len(_SERVERS)], whole[: len(whole) * 3 // 4], first=k << 20)
+    elif engine is not None:  # every server holds a share of the shared half, by its events
+        ids = _engine_ids(engine, bodies[0])
+        shared = ids[: len(ids) // 2]
+        for n, server in enumerate(_SERVERS):
+            _hold(held, server, shared[: len(shared) * (n + 1) // len(_SERVERS)], first=n << 20)
     picker = Picker(
         fleet=_fleet(),
         held=held,
         tokenizers=(lambda _pool: tokenizer.token_ids) if tokenizer is not None else None,
     )
     encoded = [json.dumps(b).encode() for b in bodies]
-    for body in encoded[:20]:  # warm-up
-        picker.pick(pool="chat", body=body)
+    if not unseen:
+        for raw in encoded[:20]:  # warm-up
+            picker.pick(pool="chat", body=raw)
     times = []
-    for body in encoded:
+    for raw in encoded:
         start = time.perf_counter()
-        assert picker.pick(pool="chat", body=body)
+        assert picker.pick(pool="chat", body=raw)
         times.append(time.perf_counter() - start)
     return times, sum(len(b) for b in encoded) / len(encoded)
 
@@ -161,28 +221,63 @@ def main(argv: Sequence[str] | None = None) -> None:
     lab_text = " ".join(random.Random(0).choices(VOCABULARY, k=200_000))
     rows, summary = [], {}
     with tempfile.TemporaryDirectory(prefix="bench-pick-") as tmp:
-        words = PromptTokenizer.load(write(Path(tmp) / "words"))
-        bpe = PromptTokenizer.load(_bpe(Path(tmp) / "bpe", corpus))
+        words_dir = write(Path(tmp) / "words")
+        bpe_dir = _bpe(Path(tmp) / "bpe", corpus)
         arms = (
             ("no tokenizer (bytes / 4)", None, corpus),
-            ("lab word-level", words, lab_text),
-            ("byte-level BPE, 32k", bpe, corpus),
+            ("lab word-level", words_dir, lab_text),
+            ("byte-level BPE, 32k", bpe_dir, corpus),
         )
-        for name, tokenizer, text in arms:
-            for size in _SIZES:
-                bodies = _prompts(text, tokenizer=tokenizer, size=size, count=picks)
-                times, mean_bytes = _measure(tokenizer=tokenizer, bodies=bodies)
-                p50, p99 = percentile(times, 50) * 1e3, percentile(times, 99) * 1e3
-                rows.append(
-                    [name, f"{size:,}", f"{mean_bytes / 1024:.0f}", f"{p50:.2f}", f"{p99:.2f}"]
-                )
-                summary[f"{name} {size}"] = {"p50_ms": p50, "p99_ms": p99, "body_bytes": mean_bytes}
+        for name, directory, text in arms:
+            for shape, make in (("new question", _prompts), ("held, unseen", _unseen)):
+                for size in _SIZES:
+                    # A fresh tokenizer per cell: no cell warms another's cache of pieces.
+                    engine = PromptTokenizer.load(directory, warm=False) if directory else None
+                    bodies = make(text, tokenizer=engine, size=size, count=picks)
+                    cells = [f"{size:,}", ""]
+                    figures: dict[str, float] = {}
+                    for warm in (False, True):
+                        if directory is None and warm:
+                            cells += ["", ""]
+                            continue
+                        tokenizer = (
+                            PromptTokenizer.load(directory, warm=warm) if directory else None
+                        )
+                        times, mean_bytes = _measure(
+                            tokenizer=tokenizer,
+                            engine=engine,
+                            bodies=bodies,
+                            unseen=make is _unseen,
+                        )
+                        if tokenizer is not None:
+                            tokenizer.settle()
+                        p50, p99 = percentile(times, 50) * 1e3, percentile(times, 99) * 1e3
+                        cells[1] = f"{mean_bytes / 1024:.0f}"
+                        cells += [f"{p50:.2f}", f"{p99:.2f}"]
+                        on = "_warm" if warm else ""
+                        figures |= {
+                            f"p50{on}_ms": p50,
+                            f"p99{on}_ms": p99,
+                            "body_bytes": mean_bytes,
+                        }
+                    rows.append([name, shape, *cells])
+                    summary[f"{name} {shape} {size}"] = figures
     run.finish(
         title="One pick's cost with the model's tokenizer: measured",
         what=f"{picks} picks per arm and size, in one process, eight servers.",
         body=[
             markdown_table(
-                header=["arm", "prompt tokens", "body KiB", "p50 ms", "p99 ms"], rows=rows
+                header=[
+                    "arm",
+                    "prompt",
+                    "prompt tokens",
+                    "body KiB",
+                    "p50 ms",
+                    "p99 ms",
+                    "p50 ms, warm-up on",
+                    "p99 ms, warm-up on",
+                ],
+                rows=rows,
             )
         ],
         summary={"cells": summary},

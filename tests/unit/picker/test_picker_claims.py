@@ -5,7 +5,9 @@ cache."""
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -14,8 +16,11 @@ from xds_control.config import Engine, parse_config
 from xds_control.discovery import Endpoint
 from xds_control.picker import Fleet, Picker
 from xds_control.picker.held import HeldBlocks
-from xds_control.picker.prefix import TokenIds, read_prompt
+from xds_control.picker.prefix import TokenIds, Wanted, read_prompt
+from xds_control.picker.tokenizer import CHUNK_CHARS, PromptTokenizer
 from xds_control.signals.kv_wire import AllCleared, BlocksStored
+from xds_lab.sim.tokenizer import write
+from xds_lab.vocabulary import VOCABULARY
 
 A, B, C = "10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"
 CONFIG = parse_config(
@@ -45,7 +50,7 @@ def _body(words: list[str]) -> bytes:
     return json.dumps({"prompt": " ".join(words), "max_tokens": 1}).encode()
 
 
-def _tokenize(doc: Mapping[str, Any]) -> TokenIds:
+def _tokenize(doc: Mapping[str, Any], /, *, wanted: Wanted | None = None) -> TokenIds:
     """A stand-in for the engine's tokenizer: one id per word."""
     return TokenIds(ids=[int(w[1:]) for w in str(doc["prompt"]).split()], share=1.0)
 
@@ -148,3 +153,43 @@ def test_a_prompt_still_prefilling_is_claimed_until_its_server_answers() -> None
     prompt = read_prompt(_body(WORDS), prefix_bytes=256, tokenize=_tokenize)
     assert prompt is not None
     assert picker._cached(state, pool="chat", prompt=prompt) == {}
+
+
+def test_a_pick_encodes_the_prompt_only_as_far_as_some_server_holds_it(tmp_path: Path) -> None:
+    # A known system prompt held by one server, then a long question nobody holds: the pick
+    # finds the holder from the first piece past the held blocks and encodes no further, and
+    # still counts the prompt's tokens near their number.
+    directory = write(tmp_path / "model")
+    engine = PromptTokenizer.load(directory)  # the server's side: the whole prompt
+    rng = random.Random(5)
+    system = " ".join(rng.choices(VOCABULARY, k=250))
+    question = " ".join(rng.choices(VOCABULARY, k=250))
+    doc = {
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    }
+    whole = engine.token_ids(doc)
+    assert whole is not None
+    assert whole.share == 1.0
+    held_ids = list(whole.ids[: len(whole.ids) // 2 // 16 * 16])  # about the system prompt
+    held = HeldBlocks()
+    for address in (A, B, C):
+        held.apply(address, [AllCleared()])
+    held.apply(
+        B,
+        [
+            BlocksStored(
+                block_hashes=list(range(len(held_ids) // 16)),
+                parent_block_hash=None,
+                token_ids=held_ids,
+                block_size=16,
+            )
+        ],
+    )
+    tokenizer = PromptTokenizer.load(directory, warm=False)  # what the pick itself encodes
+    picker = Picker(fleet=_fleet({}), held=held, tokenizers=lambda pool: tokenizer.token_ids)
+    assert picker.pick(pool="chat", body=json.dumps(doc).encode())[0] == B
+    text_pieces = len(json.dumps(doc)) // CHUNK_CHARS
+    assert 1 <= len(tokenizer._pieces) < text_pieces  # not every piece was encoded
+    prompt = read_prompt(json.dumps(doc).encode(), prefix_bytes=256, tokenize=tokenizer.token_ids)
+    assert prompt is not None
+    assert abs(prompt.tokens - len(whole.ids)) < 0.1 * len(whole.ids)

@@ -60,3 +60,21 @@ def test_blocks_a_prompt_cannot_match_are_left_out() -> None:
     assert held.skipped == 5
     assert held.publishes(A)
     assert not held.publishes(B)
+
+
+def test_a_prefix_read_as_it_grows_matches_as_the_whole_prompt_does() -> None:
+    held = HeldBlocks()
+    held.apply(A, [stored([11, 12], None, SYSTEM)])
+    held.apply(B, [stored([21], None, SYSTEM[:16])])
+    held.apply(A, [stored([13], 12, TURN)])
+    ids = [*SYSTEM, *TURN, *range(3000, 3040)]
+    prefix = held.prefix(block_size=16)
+    for end in (5, 16, 20, 32, 48):  # ids as a tokenizer gives them, piece by piece
+        assert prefix.read(ids[:end])  # every full block so far is held by someone
+    assert prefix.matched() == {A: 3, B: 1} == held.matched(token_keys(ids[:48], block_size=16))
+    assert not prefix.read(ids)  # the next block nobody holds: nothing after it can match
+    assert prefix.ended
+    assert prefix.matched() == held.matched(token_keys(ids, block_size=16)) == {A: 3, B: 1}
+    nobody = held.prefix(block_size=16)
+    assert not nobody.read(list(range(5000, 5016)))
+    assert nobody.matched() == {}

@@ -3,6 +3,8 @@ block, bounded, the least recently used blocks forgotten first."""
 
 from __future__ import annotations
 
+import random
+
 from xds_control.picker.index import HOLDERS, PrefixIndex
 
 
@@ -33,3 +35,28 @@ def test_bounded_least_recently_used_first() -> None:
     assert len(index) == 3
     assert index.matched([b"b"]) == {}
     assert index.matched([b"d"]) == {"10.0.0.2:80": 1}
+
+
+def test_matched_counts_each_servers_leading_blocks_over_random_puts() -> None:
+    # Against the plain rule: a server's count is the longest run of leading blocks it is
+    # among the holders of, while some server holds them all.
+    rng = random.Random(3)
+    servers = [f"10.0.0.{i}:80" for i in range(6)]
+    for _ in range(200):
+        index = PrefixIndex(capacity=1_000)
+        prompts = [
+            [f"{rng.randrange(3)}-{k}" for k in range(rng.randrange(1, 8))] for _ in range(6)
+        ]
+        for blocks in prompts:  # chained: a block names everything before it
+            index.put(["/".join(blocks[: k + 1]) for k in range(len(blocks))], rng.choice(servers))
+        query = rng.choice(prompts)
+        keys = ["/".join(query[: k + 1]) for k in range(len(query))]
+        holders = {k: set(index._holders.get(k, ())) for k in keys}
+        expected: dict[str, int] = {}
+        alive = set(servers)
+        for n, key in enumerate(keys, start=1):
+            alive &= holders[key]
+            if not alive:
+                break
+            expected.update((s, n) for s in alive)
+        assert index.matched(keys) == expected

@@ -8,6 +8,7 @@ import asyncio
 import json
 import random
 import sysconfig
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,7 @@ async def test_the_shelf_loads_off_the_loop_and_retries_a_directory_that_failed(
     assert shelf.failures() == {}
 
 
-def _byte_level_bpe(directory: Path) -> PromptTokenizer:
+def _byte_level_bpe(directory: Path, *, warm: bool = True) -> PromptTokenizer:
     """A byte-level BPE (GPT-2's pre-tokenizer) trained on the standard library's sources."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     corpus = "\n".join(p.read_text(errors="replace") for p in sorted(stdlib.glob("a*.py")))
@@ -138,7 +139,7 @@ def _byte_level_bpe(directory: Path) -> PromptTokenizer:
     tokenizer.train_from_iterator([corpus], trainer=trainers.BpeTrainer(vocab_size=4_000))
     directory.mkdir()
     tokenizer.save(str(directory / "tokenizer.json"))
-    return PromptTokenizer.load(directory)
+    return PromptTokenizer.load(directory, warm=warm)
 
 
 def test_pieces_encode_as_the_whole_text_and_a_long_one_is_covered_over_picks(
@@ -165,3 +166,58 @@ def test_pieces_encode_as_the_whole_text_and_a_long_one_is_covered_over_picks(
     assert shares[0] < 1.0
     assert shares == sorted(set(shares))  # every sight covers more
     assert shares[-1] == 1.0
+
+
+def test_with_wanted_a_piece_is_encoded_only_while_the_ids_before_it_matter(
+    tmp_path: Path,
+) -> None:
+    tokenizer = _byte_level_bpe(tmp_path / "bpe", warm=False)
+    text = (Path(sysconfig.get_paths()["stdlib"]) / "argparse.py").read_text()[:BUDGET_CHARS]
+    whole = tokenizer.tokenizer.encode(text, add_special_tokens=False).ids
+    asked: list[int] = []
+
+    def up_to(n: int) -> Callable[[Sequence[int]], bool]:
+        def wanted(ids: Sequence[int]) -> bool:
+            asked.append(len(ids))
+            return len(ids) < n
+
+        return wanted
+
+    # Only the first ids matter: the first piece is encoded, then the question stops it.
+    first = tokenizer.encode(text, wanted=up_to(1))
+    assert asked == [len(first.ids)]
+    assert 0 < first.share < 1.0
+    assert list(first.ids) == whole[: len(first.ids)]
+    # Wanted further: the piece it has is not encoded again, the next ones are, one by one.
+    asked.clear()
+    more = tokenizer.encode(text, wanted=up_to(len(first.ids) + 1))
+    assert first.share < more.share
+    assert list(more.ids) == whole[: len(more.ids)]
+    # The first piece came from the cache, unasked; then one question before each new one.
+    assert asked[0] == len(first.ids)
+    assert asked == sorted(set(asked))
+    assert len(asked) == 2  # asked before the second piece (yes) and the third (no)
+    # Wanted throughout: the whole text, as without the question.
+    assert list(tokenizer.encode(text, wanted=lambda ids: True).ids) == whole
+
+
+def test_what_a_pick_stopped_short_of_is_encoded_in_the_background(tmp_path: Path) -> None:
+    tokenizer = _byte_level_bpe(tmp_path / "bpe")
+    text = (Path(sysconfig.get_paths()["stdlib"]) / "argparse.py").read_text()[: 4 * BUDGET_CHARS]
+    whole = tokenizer.tokenizer.encode(text, add_special_tokens=False).ids
+    first = tokenizer.encode(text, wanted=lambda ids: False)
+    assert first.share < 0.1
+    tokenizer.settle()
+    # The next request with the text (a next turn) finds all of it encoded, past the budget.
+    encoded: list[str] = []
+    plain = tokenizer._encode
+
+    def counting(texts: list[str]) -> list[list[int]]:
+        encoded.extend(texts)
+        return plain(texts)
+
+    tokenizer._encode = counting  # type: ignore[method-assign]
+    again = tokenizer.encode(text)
+    assert again.share == 1.0
+    assert list(again.ids) == whole
+    assert encoded == []
