@@ -71,6 +71,7 @@ class KvPublisher:
         self.seq = 0
         self.buffer: deque[tuple[int, bytes]] = deque(maxlen=spec.buffer_steps)
         self._drop = 0
+        self._cut_until = 0.0
         self.replays = 0
         """Replay requests answered (each a read of the buffer from a number on)."""
         self._pub: zmq.Socket[bytes] | None = None
@@ -128,6 +129,11 @@ class KvPublisher:
         """Keep the next ``count`` batches from the PUB socket (replay still has them)."""
         self._drop += count
 
+    def cut(self, seconds: float) -> None:
+        """Keep every batch from the PUB socket for ``seconds`` (wall clock, the subscriber's
+        time): a subscriber cut off from the server that long (replay still has them)."""
+        self._cut_until = time.monotonic() + seconds
+
     def publish(self, events: Sequence[SimKvEvent]) -> None:
         """One engine step's events; never blocks (PUB drops past its high-water mark)."""
         if not events or self._pub is None:
@@ -142,6 +148,8 @@ class KvPublisher:
         self.buffer.append((seq, payload))
         if self._drop:
             self._drop -= 1
+            return
+        if time.monotonic() < self._cut_until:
             return
         # A PUB socket past its high-water mark drops, as vLLM's does.
         with contextlib.suppress(zmq.Again):
