@@ -34,8 +34,8 @@ Cutting where a word starts gives the ids of the whole text for tokenizers that 
 spaces before they merge (byte-level BPE, SentencePiece, word-level); ``load`` checks that on
 a sample and encodes whole texts (up to the budget) for a tokenizer where it does not hold.
 
-``PromptTokenizer`` is pure but for that cache; ``TokenizerShelf`` loads each directory once,
-off the event loop, and retries one that failed.
+``PromptTokenizer`` is pure but for that cache and its warm-up worker; ``TokenizerShelf`` loads
+each directory once, off the event loop, and retries one that failed.
 """
 
 from __future__ import annotations
