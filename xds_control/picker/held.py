@@ -18,6 +18,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Mapping, Sequence
 
+from xds_control.picker.index import LeadingRuns
 from xds_control.picker.prefix import BlockKey, chain_keys
 from xds_control.signals.kv_wire import AllCleared, BlockHash, BlocksRemoved, BlocksStored, KvEvent
 
@@ -45,11 +46,12 @@ class HeldPrefix:
         self.block_size = block_size
         self._read = 0
         self._parent = _ROOT
-        self._blocks = 0
-        self._alive: set[str] | None = None
-        self._left: dict[str, int] = {}
-        self.ended = False
+        self._runs = LeadingRuns()
+
+    @property
+    def ended(self) -> bool:
         """A block no server holds was read: no id after it can match."""
+        return self._runs.ended
 
     def read(self, ids: Sequence[int]) -> bool:
         """Follow ``ids`` (the prompt's first ids: each call the same ones or more) past what
@@ -62,23 +64,11 @@ class HeldPrefix:
         keys = token_keys(chunk, block_size=self.block_size, parent=self._parent)
         self._read += full
         self._parent = keys[-1]
-        for key in keys:
-            holders = self._holders.get(key)
-            alive = set(holders or ()) if self._alive is None else self._alive & (holders or set())
-            if self._alive is not None and len(alive) < len(self._alive):
-                self._left.update((s, self._blocks) for s in self._alive - alive)
-            self._alive = alive
-            if not alive:
-                self.ended = True
-                return False
-            self._blocks += 1
-        return True
+        return all(self._runs.step(self._holders.get(key)) for key in keys)  # stops at the end
 
     def matched(self) -> dict[str, int]:
         """Server -> how many leading blocks of the ids read it holds (holding none: absent)."""
-        out = {s: n for s, n in self._left.items() if n > 0}
-        out.update((s, self._blocks) for s in self._alive or ())
-        return out
+        return self._runs.counts()
 
 
 class HeldBlocks:
@@ -110,18 +100,11 @@ class HeldBlocks:
     def matched(self, keys: Sequence[BlockKey]) -> dict[str, int]:
         """Server -> how many leading ``keys`` its events say it holds (servers holding none
         are absent)."""
-        out: dict[str, int] = {}
-        alive: set[str] | None = None
-        for n, key in enumerate(keys, start=1):
-            holders = self._holders.get(key)
-            if not holders:
+        runs = LeadingRuns()
+        for key in keys:
+            if not runs.step(self._holders.get(key)):
                 break
-            alive = set(holders) if alive is None else alive & holders
-            if not alive:
-                break
-            for server in alive:
-                out[server] = n
-        return out
+        return runs.counts()
 
     def apply(self, server: str, events: Sequence[KvEvent]) -> None:
         """Follow ``server``'s events."""

@@ -4,14 +4,56 @@ sent a prompt holding that block to; bounded, least recently used blocks forgott
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 
-__all__ = ["HOLDERS", "PrefixIndex"]
+__all__ = ["HOLDERS", "LeadingRuns", "PrefixIndex"]
 
 HOLDERS = 4
 """Servers remembered per block, most recent first. A prefix the picker moved off a busy
 server stays known on both (the next move can land on a server that has it), and a popular
 system prompt on several; older holders have likely evicted it by now."""
+
+
+class LeadingRuns:
+    """Each server's run of a prompt's leading blocks, followed block by block: a server's run
+    lasts while it is among the holders of every block so far, and the match ends at the first
+    block none of the servers still in it holds. Both indexes (where the picker sent prompts,
+    and what the servers' events say they hold) match so."""
+
+    def __init__(self) -> None:
+        self._alive: set[str] | None = None
+        self._last: Collection[str] | None = None
+        self._left: dict[str, int] = {}
+        self.blocks = 0
+        """Blocks matched by some server so far."""
+        self.ended = False
+        """A block none of them holds was stepped on: no later block can match."""
+
+    def step(self, holders: Collection[str] | None) -> bool:
+        """The next block's holders (``None``: nobody's); whether the match goes on."""
+        if self.ended:
+            return False
+        # A run of blocks sent to the same servers shares one tuple of holders: it narrows
+        # nothing, so it is not intersected again.
+        if self._alive is None or holders is not self._last:
+            narrowed = (
+                set(holders or ())
+                if self._alive is None
+                else self._alive.intersection(holders or ())
+            )
+            self._left.update((s, self.blocks) for s in (self._alive or set()) - narrowed)
+            self._alive, self._last = narrowed, holders
+        if not self._alive:
+            self.ended = True
+            return False
+        self.blocks += 1
+        return True
+
+    def counts(self) -> dict[str, int]:
+        """Server -> how many leading blocks it holds (holding none: absent)."""
+        out = dict(self._left)
+        out.update((s, self.blocks) for s in self._alive or ())
+        return out
 
 
 class PrefixIndex:
@@ -29,24 +71,15 @@ class PrefixIndex:
     def matched(self, blocks: Sequence[Hashable]) -> dict[str, int]:
         """Address -> how many leading ``blocks`` the picker sent it (servers holding none are
         absent); the blocks looked at count as used."""
-        out: dict[str, int] = {}
-        alive: set[str] = set()
-        last: tuple[str, ...] = ()
-        n = 0
+        runs = LeadingRuns()
         for block in blocks:
             holders = self._holders.get(block)
             if holders is None:
                 break
             self._holders.move_to_end(block)
-            if holders is not last:  # a run of blocks sent to the same servers is one tuple
-                narrowed = set(holders) if n == 0 else alive.intersection(holders)
-                out.update((a, n) for a in alive - narrowed)
-                alive, last = narrowed, holders
-                if not alive:
-                    break
-            n += 1
-        out.update((a, n) for a in alive)
-        return out
+            if not runs.step(holders):
+                break
+        return runs.counts()
 
     def put(self, blocks: Sequence[Hashable], address: str) -> None:
         """Remember that a prompt of ``blocks`` went to ``address``; forget the least recently
