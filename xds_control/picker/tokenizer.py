@@ -47,7 +47,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,19 @@ def _cuts(text: str, *, start: int, size: int) -> int:
     # thousands of spaces between two that qualify.
     found = _WORD_START.search(text, start + size)
     return len(text) if found is None else found.start()
+
+
+def _walk(
+    text: str, *, start: int, chain: hashlib.blake2b
+) -> Iterator[tuple[int, int, bytes, hashlib.blake2b]]:
+    """``text``'s pieces from ``start``: each one's start, end, cache key (everything up to
+    its end, continuing ``chain``) and the key's hash to continue from."""
+    while start < len(text):
+        end = _cuts(text, start=start, size=CHUNK_CHARS)
+        chain = chain.copy()
+        chain.update(text[start:end].encode())
+        yield start, end, chain.digest(), chain
+        start = end
 
 
 class PromptTokenizer:
@@ -276,17 +289,14 @@ class PromptTokenizer:
         try:
             keys: list[bytes] = []
             texts: list[str] = []
-            stop = min(len(text), start + WARM_CHARS)
-            while start < stop:
-                end = _cuts(text, start=start, size=CHUNK_CHARS)
-                chain.update(text[start:end].encode())
-                key = chain.digest()
+            for begin, end, key, _ in _walk(text, start=start, chain=chain):
+                if begin >= start + WARM_CHARS:
+                    break
                 with self._lock:
                     seen = key in self._pieces
                 if not seen:
                     keys.append(key)
-                    texts.append(text[start:end])
-                start = end
+                    texts.append(text[begin:end])
             # One piece a call: the library lets go of the GIL while it encodes, so the loop
             # runs on, and encodes one text on one core (a batch would take every core).
             for key, piece in zip(keys, texts, strict=True):
@@ -314,12 +324,8 @@ class PromptTokenizer:
         pending: list[tuple[bytes, str]] = []  # pieces not seen yet, encoded in one call
         chain = hashlib.blake2b(digest_size=16)
         start = spent = 0
-        while start < len(text):
-            end = _cuts(text, start=start, size=CHUNK_CHARS)
-            piece = text[start:end]
-            probe = chain.copy()
-            probe.update(piece.encode())
-            key = probe.digest()
+        for begin, end, key, after in _walk(text, start=0, chain=chain):
+            piece = text[begin:end]
             found = self._seen(key)
             if found is None:
                 if spent + len(piece) > BUDGET_CHARS:
@@ -333,7 +339,7 @@ class PromptTokenizer:
             else:
                 ids += self._take(pending)
                 ids += found
-            chain, start = probe, end
+            chain, start = after, end  # taken: the key chain and the ids go on from here
         ids += self._take(pending)
         if start < len(text):  # the next request with this text (a next turn) may need it
             self._warm_rest(text, start=start, chain=chain)
