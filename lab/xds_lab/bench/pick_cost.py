@@ -104,6 +104,14 @@ def _fleet() -> Fleet:
     return Fleet(config=lambda: config, endpoints=lambda: endpoints, decisions=dict)
 
 
+def _words_for(tokens: int, *, probe: str, tokenizer: PromptTokenizer | None) -> int:
+    """How many words make about ``tokens`` tokens, counted on ``probe`` (1,000 words): words
+    per token differ by tokenizer."""
+    found = tokenizer.token_ids({"prompt": probe}) if tokenizer is not None else None
+    per_word = (len(found.ids) / found.share if found else len(probe.encode()) / 4) / 1_000
+    return int(tokens / per_word)
+
+
 def _prompts(
     text: str, *, tokenizer: PromptTokenizer | None, size: int, count: int
 ) -> list[dict[str, Any]]:
@@ -115,11 +123,7 @@ def _prompts(
         start = rng.randrange(0, max(1, len(words) - n))
         return " ".join(words[start : start + n])
 
-    # Words per token differ by tokenizer: size the text by counting.
-    probe = chunk(1_000)
-    found = tokenizer.token_ids({"prompt": probe}) if tokenizer is not None else None
-    per_word = (len(found.ids) / found.share if found else len(probe.encode()) / 4) / 1_000
-    half = int(size / 2 / per_word)
+    half = _words_for(size // 2, probe=chunk(1_000), tokenizer=tokenizer)
     shared = chunk(half)
     return [
         {
@@ -138,10 +142,7 @@ def _unseen(
     """``count`` chat bodies of about ``size`` tokens, each of its own (no shared part)."""
     rng = random.Random(size + 1)
     words = text.split(" ")
-    probe = " ".join(words[:1_000])
-    found = tokenizer.token_ids({"prompt": probe}) if tokenizer is not None else None
-    per_word = (len(found.ids) / found.share if found else len(probe.encode()) / 4) / 1_000
-    n = int(size / per_word)
+    n = _words_for(size, probe=" ".join(words[:1_000]), tokenizer=tokenizer)
     bodies = []
     for _ in range(count):
         start = rng.randrange(0, max(1, len(words) - n))
