@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from xds_control.cli.main import app
+from xds_lab.sim import tokenizer
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "xds-control"
@@ -39,11 +40,31 @@ def values(ci_file: Path | None = None) -> dict[str, Any]:
     return merge(defaults, yaml.safe_load(ci_file.read_text()) or {})
 
 
+TOKENIZERS = "/etc/xds-control/tokenizers/"
+"""Where the chart mounts ``tokenizers.<name>`` (templates/_helpers.tpl)."""
+
+
+def _mount_tokenizers(config: dict[str, Any], *, folder: Path) -> dict[str, Any]:
+    """``config`` with each pool's ``picker.tokenizer`` under the chart's tokenizer mounts
+    moved to ``folder``, where the lab's tokenizer stands in for the volume's files."""
+    out = copy.deepcopy(config)
+    for pool in out.get("pools") or []:
+        picker = pool.get("picker") or {}
+        path = picker.get("tokenizer")
+        if isinstance(path, str) and path.startswith(TOKENIZERS):
+            picker["tokenizer"] = str(
+                tokenizer.write(folder / "tokenizers" / path[len(TOKENIZERS) :])
+            )
+    return out
+
+
 def validate(config: dict[str, Any], *, folder: Path) -> tuple[int, str]:
     """Write ``config`` as the ConfigMap's config.yaml and run `xds-control validate` on it:
     the model, the cross-references, the endpoint sources and the snapshot the server would
-    build. Returns the exit code and what it printed."""
+    build (a tokenizer the chart mounts is the lab's, in ``folder``). Returns the exit code
+    and what it printed."""
     path = folder / "config.yaml"
+    config = _mount_tokenizers(config, folder=folder)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     result = CliRunner().invoke(app, ["validate", "--config", str(path)])
     return result.exit_code, result.output

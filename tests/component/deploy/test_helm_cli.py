@@ -186,3 +186,39 @@ def test_replicas_that_would_double_the_budget_or_miss_the_picker_do_not_render(
     run = run_helm(helm, "template", "x", str(CHART), "-f", str(REPLICAS), "--set-json", change)
     assert run.returncode != 0
     assert says in run.stderr, run.stderr
+
+
+def test_a_pools_tokenizer_is_mounted_where_its_config_says(helm: Path) -> None:
+    """The replicas' picker reads the servers' KV events with the model's tokenizer: the pod
+    mounts the volume the values name, read-only, at the path the pool's config gives."""
+    docs = render(helm, values_file=REPLICAS)
+    config = yaml.safe_load(_one(docs, kind="ConfigMap", name="xds-control")["data"]["config.yaml"])
+    path = config["pools"][0]["picker"]["tokenizer"]
+    spec = _one(docs, kind="Deployment", name="xds-control")["spec"]["template"]["spec"]
+    [container] = spec["containers"]
+    [mount] = [m for m in container["volumeMounts"] if path.startswith(m["mountPath"])]
+    assert mount["readOnly"] is True
+    [volume] = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    assert volume["persistentVolumeClaim"] == {"claimName": "chat-model-tokenizer"}
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            'config.pools[0].picker.tokenizer="/etc/xds-control/tokenizers/llama"',
+            "pool chat: picker.tokenizer /etc/xds-control/tokenizers/llama is under "
+            "tokenizers.llama, which values does not mount (tokenizers: chat)",
+        ),
+        (
+            'config.pools[0].picker.tokenizer="tokenizer"',
+            "pool chat: picker.tokenizer tokenizer is relative to the config file's folder",
+        ),
+    ],
+)
+def test_a_tokenizer_the_pod_would_not_find_does_not_render(
+    helm: Path, change: str, says: str
+) -> None:
+    run = run_helm(helm, "template", "x", str(CHART), "-f", str(REPLICAS), "--set-json", change)
+    assert run.returncode != 0
+    assert says in run.stderr, run.stderr

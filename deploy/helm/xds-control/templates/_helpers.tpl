@@ -127,6 +127,19 @@ central mode, the Service expose them (named picker-0, picker-1, ...).
 {{- end }}
 {{- end }}
 {{- end }}
+{{- range $pool := .Values.config.pools }}
+{{- with (dig "picker" "tokenizer" "" $pool) }}
+{{- if not (hasPrefix "/" .) }}
+{{- fail (printf "pool %s: picker.tokenizer %s is relative to the config file's folder, which is the chart's ConfigMap: mount the tokenizer with tokenizers.<name> and set picker.tokenizer to /etc/xds-control/tokenizers/<name>" $pool.name .) }}
+{{- end }}
+{{- if hasPrefix "/etc/xds-control/tokenizers/" . }}
+{{- $mounted := index (splitList "/" .) 4 }}
+{{- if not (hasKey $.Values.tokenizers $mounted) }}
+{{- fail (printf "pool %s: picker.tokenizer %s is under tokenizers.%s, which values does not mount (tokenizers: %s)" $pool.name . $mounted (keys $.Values.tokenizers | sortAlpha | join ", " | default "none")) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and (eq .Values.mode "sidecar") (not (hasPrefix "unix://" (dig "xds_address" "" .Values.config))) }}
 {{- fail "mode: sidecar serves ADS on a Unix socket: set config.xds_address to unix://<sidecar.socketDir>/ads.sock" }}
 {{- end }}
@@ -205,6 +218,11 @@ the admin token from a Secret, optional TLS certificates.
     - name: xds-socket
       mountPath: {{ .Values.sidecar.socketDir }}
     {{- end }}
+    {{- range $name, $_ := .Values.tokenizers }}
+    - name: tokenizer-{{ $name }}
+      mountPath: /etc/xds-control/tokenizers/{{ $name }}
+      readOnly: true
+    {{- end }}
     {{- with .Values.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -229,6 +247,10 @@ The volumes the container above mounts.
   emptyDir:
     medium: Memory
     sizeLimit: 1Mi
+{{- end }}
+{{- range $name, $source := .Values.tokenizers }}
+- name: tokenizer-{{ $name }}
+  {{- toYaml $source | nindent 2 }}
 {{- end }}
 {{- with .Values.extraVolumes }}
 {{ toYaml . }}
