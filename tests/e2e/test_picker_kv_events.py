@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from e2e.stack import eventually
 from xds_lab.harness.fleet import local_fleet
@@ -77,16 +78,21 @@ class _Lab:
         )
 
 
+LAYOUTS = {"vllm": "vllm-0.11", "sglang": "sglang"}
+"""The layout each engine's servers publish in these tests."""
+
+
 @contextlib.asynccontextmanager
-async def _lab(tmp_path: Path) -> AsyncIterator[_Lab]:
-    """Three event-publishing servers behind the picker with the lab's tokenizer mounted."""
+async def _lab(tmp_path: Path, *, engine: str = "vllm") -> AsyncIterator[_Lab]:
+    """Three event-publishing servers of ``engine`` behind the picker with the lab's tokenizer
+    mounted."""
     servers = [
         ServerSpec(
             name=name,
-            profile="vllm-h100",
+            profile=f"{engine}-h100",
             overrides={"kv_blocks": BLOCKS},
             kv_events=KvEventsSpec.model_validate(
-                {"layout": "vllm-0.11", "port": free_port(), "replay_port": free_port()}
+                {"layout": LAYOUTS[engine], "port": free_port(), "replay_port": free_port()}
             ),
         )
         for name in NAMES
@@ -107,6 +113,7 @@ async def _lab(tmp_path: Path) -> AsyncIterator[_Lab]:
             endpoints=endpoints,
             listener_port=stack.listener_port,
             pool={
+                "engine": engine,
                 "picker": {"address": f"127.0.0.1:{free_port()}", "tokenizer": str(tokenizer)},
                 "kv_events": {},
             },
@@ -117,8 +124,12 @@ async def _lab(tmp_path: Path) -> AsyncIterator[_Lab]:
         await stack.close()
 
 
-async def test_the_picker_sends_a_prompt_where_the_events_say_it_is_held(tmp_path: Path) -> None:
-    async with _lab(tmp_path) as lab, aiohttp.ClientSession(timeout=TIMEOUT) as http:
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+async def test_the_picker_sends_a_prompt_where_the_events_say_it_is_held(
+    tmp_path: Path, engine: str
+) -> None:
+    """SGLang's servers publish vLLM 0.9's structs one page at a time, with signed hashes."""
+    async with _lab(tmp_path, engine=engine) as lab, aiohttp.ClientSession(timeout=TIMEOUT) as http:
         # First request of the prompt: nobody holds it; the picker places it.
         first, cached = await _post(http, lab.stack.url, _prompt(0))
         assert cached == 0

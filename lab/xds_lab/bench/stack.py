@@ -44,10 +44,13 @@ def bench_stack(scenario: Scenario, *, workdir: Path) -> BenchStack:
 
 
 def _events(scenario: Scenario, profile: str, overrides: dict[str, Any]) -> KvEventsSpec | None:
-    """Every server with a prefix cache publishes its KV events when a policy reads them, on
-    ports chosen here so the control plane's config can name them."""
+    """Every server whose engine publishes KV events (vLLM, SGLang) and keeps a prefix cache
+    publishes them when a policy reads them, on ports chosen here so the control plane's
+    config can name them. A Triton server exports no such events (even one told to export
+    vLLM's metric names): the picker reads it from routing history."""
     wanted = any(POLICIES[p].kv_events for p in scenario.policies)
-    if not wanted or not get_profile(profile, **overrides).prefix_caching:
+    engine = get_profile(profile, **overrides)
+    if not wanted or not engine.prefix_caching or engine.engine not in ("vllm", "sglang"):
         return None
     return KvEventsSpec(port=free_port(), replay_port=free_port())
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from xds_control.tasks import guarded_task
 from xds_lab.sim.kv_layouts import Layout, SimKvEvent, encode_batch
 
-__all__ = ["KvEventsSpec", "KvPublisher"]
+__all__ = ["KvEventsSpec", "KvPublisher", "layout_for"]
 
 _END = (-1).to_bytes(8, "big", signed=True)
 
@@ -41,7 +41,11 @@ class KvEventsSpec(BaseModel):
     replay_port: int | None = Field(
         0, ge=0, le=65535, description="ROUTER replay socket; 0 lets the OS choose, null: none."
     )
-    layout: Layout = Field("vllm-0.26", description="The vLLM release whose layout to publish.")
+    layout: Layout | None = Field(
+        None,
+        description="The engine release whose layout to publish (a vLLM server: one of "
+        "vLLM's; an SGLang server: `sglang`); unset: the engine's own newest.",
+    )
     hashes: str = Field(
         "int",
         pattern="^(int|bytes)$",
@@ -61,10 +65,15 @@ class KvEventsSpec(BaseModel):
 class KvPublisher:
     """The sockets of one server; ``start`` binds them on ``host``."""
 
-    def __init__(self, *, name: str, host: str, spec: KvEventsSpec, block_size: int) -> None:
+    def __init__(
+        self, *, name: str, host: str, spec: KvEventsSpec, block_size: int, engine: str = "vllm"
+    ) -> None:
+        """``engine`` is the server's (``Profile.engine``): only vLLM and SGLang publish these
+        events, each in its own layouts (``ValueError`` otherwise)."""
         self.name = name
         self.host = host
         self.spec = spec
+        self.layout = layout_for(engine, spec.layout, hashes=spec.hashes)
         self.block_size = block_size
         self.port = spec.port
         self.replay_port = spec.replay_port
@@ -106,7 +115,7 @@ class KvPublisher:
             "KV events published",
             events=self.events_address,
             replay=self.replay_address,
-            layout=self.spec.layout,
+            layout=self.layout,
         )
 
     async def stop(self) -> None:
@@ -142,7 +151,7 @@ class KvPublisher:
         if hashes_as_bytes:
             events = [_as_bytes(e) for e in events]
         payload = encode_batch(
-            events, layout=self.spec.layout, ts=time.time(), block_size=self.block_size
+            events, layout=self.layout, ts=time.time(), block_size=self.block_size
         )
         seq, self.seq = self.seq, self.seq + 1
         self.buffer.append((seq, payload))
@@ -172,6 +181,24 @@ class KvPublisher:
                 if seq >= start:
                     await router.send_multipart([client, b"", seq.to_bytes(8, "big"), payload])
             await router.send_multipart([client, b"", _END, b""])
+
+
+def layout_for(engine: str, layout: str | None, *, hashes: str = "int") -> str:
+    """The layout a server of ``engine`` publishes: ``layout``, or the engine's newest; a
+    layout the engine never wrote, or an engine that publishes none, is a ``ValueError`` (a
+    simulated server does not pretend to be another engine)."""
+    if engine == "vllm":
+        chosen = layout or "vllm-0.26"
+        if not chosen.startswith("vllm-"):
+            raise ValueError(f"a vLLM server publishes a vLLM layout, not {chosen}")
+        return chosen
+    if engine == "sglang":
+        if layout not in (None, "sglang"):
+            raise ValueError(f"an SGLang server publishes layout sglang, not {layout}")
+        if hashes != "int":
+            raise ValueError("SGLang's block hashes are ints")
+        return "sglang"
+    raise ValueError(f"{engine} publishes no KV events on this wire (vLLM's and SGLang's only)")
 
 
 def _bind(sock: zmq.Socket[Any], host: str, port: int) -> int:

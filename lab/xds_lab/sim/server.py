@@ -68,7 +68,7 @@ class SimServer:
         """Its KV-event publisher (``kv_events`` given and the profile caches prefixes)."""
         if kv_events is not None and profile.prefix_caching:
             self.kv_publisher = KvPublisher(
-                name=name, host=host, spec=kv_events, block_size=BLOCK_SIZE
+                name=name, host=host, spec=kv_events, block_size=BLOCK_SIZE, engine=profile.engine
             )
             self.scheduler.publish_kv_events(self.kv_publisher.publish)
         self._runner: web.AppRunner | None = None

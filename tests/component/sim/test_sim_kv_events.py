@@ -140,11 +140,44 @@ class V026KVEventBatch(V011EventBatch):
     events: list[V026BlockStored | V026BlockRemoved | V026AllBlocksCleared]
 
 
+# -- SGLang (sglang/srt/disaggregation/kv_events.py): vLLM 0.9's structs, its own copy ----------
+
+
+class SglEventBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    ts: float
+    events: list[Any]
+
+
+class SglKVCacheEvent(msgspec.Struct, array_like=True, omit_defaults=True, gc=False, tag=True):
+    pass
+
+
+class SglBlockStored(SglKVCacheEvent, tag="BlockStored"):
+    block_hashes: list[int]
+    parent_block_hash: int | None
+    token_ids: list[int]
+    block_size: int
+    lora_id: int | None
+
+
+class SglBlockRemoved(SglKVCacheEvent, tag="BlockRemoved"):
+    block_hashes: list[int]
+
+
+class SglAllBlocksCleared(SglKVCacheEvent, tag="AllBlocksCleared"):
+    pass
+
+
+class SglKVEventBatch(SglEventBatch):
+    events: list[SglBlockStored | SglBlockRemoved | SglAllBlocksCleared]
+
+
 RELEASES: dict[str, type[msgspec.Struct]] = {
     "vllm-0.9": V09KVEventBatch,
     "vllm-0.11": V011KVEventBatch,
     "vllm-0.15": V015KVEventBatch,
     "vllm-0.26": V026KVEventBatch,
+    "sglang": SglKVEventBatch,
 }
 
 HashOf = Callable[[int], int | bytes]
@@ -164,6 +197,10 @@ def _wire_bytes(h: int) -> int | bytes:
     return h.to_bytes(8, "big").rjust(32, b"\0")
 
 
+def _wire_signed(h: int) -> int | bytes:
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
 @pytest.fixture
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session:
@@ -178,7 +215,8 @@ async def publishing() -> AsyncIterator[Callable[..., Any]]:
         *, layout: str = "vllm-0.26", hashes: str = "int", replay_sndhwm: int = 1_000, **over: Any
     ) -> SimServer:
         over.setdefault("jitter", 0.0)
-        profile = get_profile("vllm-h100", **over).scaled(0.05)
+        engine = "sglang" if layout == "sglang" else "vllm"
+        profile = get_profile(f"{engine}-h100", **over).scaled(0.05)
         spec = KvEventsSpec.model_validate(
             {"layout": layout, "hashes": hashes, "replay_sndhwm": replay_sndhwm}
         )
@@ -230,6 +268,7 @@ def _apply_vllm(held: set[int | bytes], batch: Any) -> None:
         ("vllm-0.15", "int"),
         ("vllm-0.26", "int"),
         ("vllm-0.26", "bytes"),
+        ("sglang", "int"),
     ],
 )
 async def test_each_release_decodes_what_the_simulator_publishes(
@@ -250,19 +289,26 @@ async def test_each_release_decodes_what_the_simulator_publishes(
     stored = [e for b in decoded for e in b.events if type(e).__name__.endswith("BlockStored")]
     removed = [e for b in decoded for e in b.events if type(e).__name__.endswith("BlockRemoved")]
     # What a reader of these events learns: every prompt's blocks with their token ids...
+    # (SGLang's radix cache sends one event per page, its parent the page before).
+    pages = 1 if layout == "sglang" else 4
     first = stored[0]
     assert first.block_size == BLOCK_SIZE
     assert first.parent_block_hash is None
-    assert first.token_ids == encode(prompts[0].split())
-    assert len(first.block_hashes) == 4
+    assert first.token_ids == encode(prompts[0].split())[: pages * BLOCK_SIZE]
+    assert len(first.block_hashes) == pages
     assert all(isinstance(h, int if hashes == "int" else bytes) for h in first.block_hashes)
     assert sum(len(e.block_hashes) for e in stored) == 12
+    if layout == "sglang":
+        assert [e.parent_block_hash for e in stored[1:4]] == [e.block_hashes[0] for e in stored[:3]]
+        assert any(h < 0 for e in stored for h in e.block_hashes)  # signed 64-bit, as SGLang's
     # ...the evictions the third prompt caused, and so exactly what the server now holds.
     assert removed
     held: set[int | bytes] = set()
     for batch in decoded:
         _apply_vllm(held, batch)
-    as_wire = _wire_int if hashes == "int" else _wire_bytes
+    as_wire = {"int": _wire_int, "bytes": _wire_bytes}[hashes]
+    if layout == "sglang":
+        as_wire = _wire_signed
     assert held == _held(server, as_wire)
 
 

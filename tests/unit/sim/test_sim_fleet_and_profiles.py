@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from xds_control.errors import ConfigError
 from xds_lab.sim.faults import parse_fault_assignments
 from xds_lab.sim.fleet import load_fleet
+from xds_lab.sim.kv_publisher import layout_for
 from xds_lab.sim.profiles import PROFILES, get_profile
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "fleets"
@@ -94,3 +95,19 @@ def test_kv_events_are_off_unless_asked_and_a_group_spreads_its_ports(tmp_path: 
     fleet.write_text("servers: [{name: a, profile: vllm-h100, kv_events: {layout: vllm-0.1}}]")
     with pytest.raises(ConfigError, match="layout"):
         load_fleet(fleet)
+
+
+def test_a_server_publishes_only_its_own_engines_kv_events() -> None:
+    """A simulated server does not pretend: vLLM's layouts for vLLM, SGLang's for SGLang, and
+    none for Triton (whose KV events do not take this wire)."""
+    assert layout_for("vllm", None) == "vllm-0.26"
+    assert layout_for("vllm", "vllm-0.9") == "vllm-0.9"
+    assert layout_for("sglang", None) == "sglang"
+    with pytest.raises(ValueError, match="a vLLM server publishes a vLLM layout, not sglang"):
+        layout_for("vllm", "sglang")
+    with pytest.raises(ValueError, match="an SGLang server publishes layout sglang"):
+        layout_for("sglang", "vllm-0.26")
+    with pytest.raises(ValueError, match="SGLang's block hashes are ints"):
+        layout_for("sglang", None, hashes="bytes")
+    with pytest.raises(ValueError, match="triton publishes no KV events"):
+        layout_for("triton", None)
