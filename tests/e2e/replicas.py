@@ -37,10 +37,12 @@ from xds_lab.sim.kv_publisher import KvEventsSpec
 from xds_lab.sim.tokenizer import write
 from xds_lab.vocabulary import VOCABULARY
 
-__all__ = ["BUDGET", "Replicas", "post", "prompt", "replicas"]
+__all__ = ["BUDGET", "TOKEN_WINDOW_S", "Replicas", "post", "prompt", "replicas"]
 
 BUDGET = 20.0
 """The fleet-wide budget of the medium class, requests per second."""
+TOKEN_WINDOW_S = 3.0
+"""The window of the output-token budget (``Replicas.tokens``)."""
 DESTINATION = "x-gateway-destination-endpoint"
 
 
@@ -55,11 +57,16 @@ def prompt(template: int, question: int) -> dict[str, Any]:
 class Replicas:
     """The running fleet: ``replicas[i]`` with its picker at ``picker_addresses[i]``."""
 
-    def __init__(self, workdir: Path, api: FakeKubeApi, *, budget: float) -> None:
+    def __init__(
+        self, workdir: Path, api: FakeKubeApi, *, budget: float, tokens: int | None = None
+    ) -> None:
         self.workdir = workdir
         self.api = api
         self.budget = budget
         """The medium class's fleet-wide rate, requests per second."""
+        self.tokens = tokens
+        """Tenant ``a``'s output-token budget a ``TOKEN_WINDOW_S`` window, fleet-wide, shared
+        by the replicas the control-plane Service's slices list (``None``: no budget)."""
         self.listener_port = free_port()
         specs = [
             ServerSpec(
@@ -120,15 +127,21 @@ class Replicas:
             "classes": {"medium": {"rate_per_s": self.budget, "burst_s": 0.25}},
             "adapt": {"enabled": False},
         }
-        config["gateways"] = {
-            "kubernetes": {
-                "namespace": "llm",
-                "service": "gateway",
-                "kubeconfig": str(self.api.write_kubeconfig(self.workdir / "kubeconfig")),
-                "relist_backoff_s": 0.1,
-            }
-        }
+        kubeconfig = str(self.api.write_kubeconfig(self.workdir / "kubeconfig"))
+        watch = {"namespace": "llm", "kubeconfig": kubeconfig, "relist_backoff_s": 0.1}
+        config["gateways"] = {"kubernetes": {**watch, "service": "gateway"}}
+        if self.tokens is not None:
+            budget = {"tenant": "a", "output_tokens": self.tokens, "window_s": TOKEN_WINDOW_S}
+            config["pools"][0]["picker"]["flow"] = {"budgets": [budget]}
+            config["control_planes"] = {"kubernetes": {**watch, "service": "xds-control"}}
         return config
+
+    async def list_control_planes(self, count: int) -> None:
+        """The control-plane Service's slice lists the first ``count`` replicas, ready."""
+        ready = [endpoint(f"10.8.0.{i}", pod=f"xds-control-{i}") for i in range(count)]
+        await self.api.apply(
+            endpoint_slice("xds-control-a", service="xds-control", port=9002, endpoints=ready)
+        )
 
     async def start(self) -> None:
         """The fleet, the gateway Service's slices (two gateways), both replicas, both
@@ -139,6 +152,7 @@ class Replicas:
         await self.api.apply(
             endpoint_slice("gateway-a", service="gateway", port=10000, endpoints=gateways)
         )
+        await self.list_control_planes(len(self.replicas))
         for i, replica in enumerate(self.replicas):
             replica.write_config(self.config(i))
             await replica.start()
@@ -208,11 +222,13 @@ class Replicas:
 
 
 @asynccontextmanager
-async def replicas(workdir: Path, *, budget: float = BUDGET) -> AsyncIterator[Replicas]:
+async def replicas(
+    workdir: Path, *, budget: float = BUDGET, tokens: int | None = None
+) -> AsyncIterator[Replicas]:
     """A started ``Replicas`` (and its list/watch API), closed after."""
     api = FakeKubeApi(bookmark_s=0.5)
     await api.start()
-    fleet = Replicas(workdir, api, budget=budget)
+    fleet = Replicas(workdir, api, budget=budget, tokens=tokens)
     try:
         await fleet.start()
         yield fleet

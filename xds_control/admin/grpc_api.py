@@ -116,6 +116,8 @@ def _token_budget(row: dict[str, Any]) -> pb.TokenBudget:
         charged=row["charged"],
         left=row["left"],
         renews_in_s=row["renews_in_s"],
+        replicas=row["replicas"],
+        here=row["here"],
     )
 
 

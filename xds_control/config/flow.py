@@ -29,9 +29,10 @@ with its refusal, so Envoy's own timeout (which fails open or closed) never deci
 
 
 class TokenBudget(StrictModel):
-    """Output tokens a tenant may be served per window (per control-plane replica): a request
-    is charged its estimate when admitted (its ``max_tokens``, else the pool's
-    ``estimate_tokens``) and settled to the ``usage`` its response reports."""
+    """Output tokens a tenant may be served per window, fleet-wide (each control-plane replica
+    holds its share, ``control_planes``): a request is charged its estimate when admitted (its
+    ``max_tokens``, else the pool's ``estimate_tokens``) and settled to the ``usage`` its
+    response reports."""
 
     tenant: str = Field(
         default="*",
@@ -47,7 +48,8 @@ class TokenBudget(StrictModel):
     output_tokens: int = Field(
         gt=0,
         le=10**12,
-        description="Output tokens per window. A request whose estimate does not fit what "
+        description="Output tokens per window, for the whole fleet: with `control_planes`, "
+        "each replica holds this over their number. A request whose estimate does not fit what "
         "is left is refused (429, reason `token-budget`, `retry-after` the seconds until "
         "the next window), unless nothing is charged yet in the window.",
     )

@@ -20,13 +20,14 @@ __all__ = ["GatewayFleet"]
 
 
 class GatewayFleet(StrictModel):
-    """How many Envoys share each budget: exactly one of `kubernetes`, `dns` or `count`."""
+    """How many share each budget (the Envoys of a gateway fleet, or the control-plane
+    replicas): exactly one of `kubernetes`, `dns` or `count`."""
 
     kubernetes: KubeService | None = Field(
         default=None,
-        description="Count the ready endpoints of the gateway Service (list and watch of its "
-        "EndpointSlices; a terminating or not-ready gateway is not counted; `port` picks the "
-        "slices of one port, each gateway once).",
+        description="Count the ready endpoints of the Service (list and watch of its "
+        "EndpointSlices; a terminating or not-ready endpoint is not counted; `port` picks the "
+        "slices of one port, each endpoint once).",
     )
     dns: DnsDiscovery | None = Field(
         default=None,

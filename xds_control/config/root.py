@@ -113,6 +113,16 @@ class Config(BaseSettings):
         "admits its budget once. Unset: by the Envoys connected to this replica, right for one "
         "replica only. With `node_groups`, each group gives its own.",
     )
+    control_planes: GatewayFleet | None = Field(
+        default=None,
+        description="The control-plane replicas whose pickers serve one fleet (central mode: "
+        "this Service's ready endpoints, a headless name, or a count): each picker pool's "
+        "token budgets (`pools[].picker.flow.budgets`) are divided by their number, so the "
+        "replicas together hand out each budget at most once. Envoy's `ext_proc` "
+        "connections reach the replicas through the Service, each replica a share of them: "
+        "one that takes more than its share refuses sooner (docs/flow-control.md). Unset: "
+        "one replica, the whole budget here.",
+    )
 
     @classmethod
     def settings_customise_sources(

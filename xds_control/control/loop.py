@@ -28,6 +28,7 @@ from xds_control.control.warm_start import WarmStart
 from xds_control.control.watch import FileWatch
 from xds_control.control.weigher import EngineWeights, Weigher, targets_of
 from xds_control.discovery import (
+    CONTROL_PLANES,
     Endpoint,
     EndpointSource,
     FileStamp,
@@ -40,6 +41,7 @@ from xds_control.discovery import (
     file_stamp,
     fleet_key,
     follow_fleets,
+    sized_fleets,
 )
 from xds_control.errors import ConfigError, DiscoveryError
 from xds_control.limits import Buckets, Limiter
@@ -86,6 +88,9 @@ class LoopState:
     endpoints: dict[str, tuple[Endpoint, ...]] = field(default_factory=dict)
     fleet_sizes: dict[str, int] = field(default_factory=dict)
     """Node group -> its gateway fleet's size (``gateways``), for the groups that give one."""
+    control_planes: int | None = None
+    """How many control-plane replicas serve the fleet (``control_planes``); ``None``: not
+    given, one."""
     version: str = ""
     published_at: float = 0.0
 
@@ -307,7 +312,7 @@ class ControlLoop:
         self._pools_config = pools
         self._sources = self._make_sources(pools)
         state.endpoints = {n: eps for n, eps in state.endpoints.items() if n in self._sources}
-        kept = {CATALOG, *(fleet_key(group) for group in self._fleets)}
+        kept = {CATALOG, *self._fleets}
         for name in [n for n in state.discovery_errors if n not in self._sources]:
             if name not in kept:
                 del state.discovery_errors[name]
@@ -335,30 +340,46 @@ class ControlLoop:
         await self._fetch_fleet_sizes()
 
     async def _fetch_fleet_sizes(self) -> None:
-        """Each group's gateway fleet size; a failed read keeps the last good one."""
+        """Each group's gateway fleet size and the control planes' count; a failed read
+        keeps the last good one."""
         state = self.state
-        self._fleets = follow_fleets(
-            self._fleets, gateway_fleets(state.config), wake=self._woken.set
-        )
-        for group in [g for g in state.fleet_sizes if g not in self._fleets]:
-            del state.fleet_sizes[group]
-            state.discovery_errors.pop(fleet_key(group), None)
-        for group, size in self._fleets.items():
-            try:
-                state.fleet_sizes[group] = await size.fetch()
-            except Exception as exc:  # one group's must not stop the others
-                DISCOVERY_ERRORS.labels(pool=fleet_key(group)).inc()
-                message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
-                if state.discovery_errors.get(fleet_key(group)) != message:
-                    log.error(
-                        "gateway fleet size unknown; keeping the last good one",
-                        group=group,
-                        error=message,
-                        exc_info=None if isinstance(exc, DiscoveryError) else exc,
-                    )
-                state.discovery_errors[fleet_key(group)] = message
+        gateways = gateway_fleets(state.config)
+        groups = {fleet_key(g): g for g in gateways}
+        fleets = sized_fleets(gateways, state.config.control_planes)
+        for key in [k for k in self._fleets if k not in fleets]:
+            state.discovery_errors.pop(key, None)
+        self._fleets = follow_fleets(self._fleets, fleets, wake=self._woken.set)
+        state.fleet_sizes = {g: n for g, n in state.fleet_sizes.items() if fleet_key(g) in groups}
+        if CONTROL_PLANES not in fleets:
+            state.control_planes = None
+        for key, size in self._fleets.items():
+            fetched = await self._fetch_size(key, size)
+            if fetched is None:
+                continue
+            if key == CONTROL_PLANES:
+                state.control_planes = fetched
             else:
-                state.discovery_errors.pop(fleet_key(group), None)
+                state.fleet_sizes[groups[key]] = fetched
+
+    async def _fetch_size(self, key: str, size: FleetSize) -> int | None:
+        """``size`` now; ``None`` when it cannot be read (logged once per message)."""
+        state = self.state
+        try:
+            fetched = await size.fetch()
+        except Exception as exc:  # one fleet's must not stop the others
+            DISCOVERY_ERRORS.labels(pool=key).inc()
+            message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
+            if state.discovery_errors.get(key) != message:
+                log.error(
+                    "fleet size unknown; keeping the last good one",
+                    fleet=key,
+                    error=message,
+                    exc_info=None if isinstance(exc, DiscoveryError) else exc,
+                )
+            state.discovery_errors[key] = message
+            return None
+        state.discovery_errors.pop(key, None)
+        return fetched
 
 
 def kv_health(weights: EngineWeights) -> dict[str, bool]:

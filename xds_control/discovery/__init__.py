@@ -4,7 +4,13 @@ InferencePools)."""
 from xds_control.discovery.dns import DnsSource, Resolver, system_resolver
 from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.file import FileSource, FileStamp, file_stamp, parse_endpoints_file
-from xds_control.discovery.gateways import FleetSize, fleet_key, follow_fleets
+from xds_control.discovery.gateways import (
+    CONTROL_PLANES,
+    FleetSize,
+    fleet_key,
+    follow_fleets,
+    sized_fleets,
+)
 from xds_control.discovery.health import Health
 from xds_control.discovery.inference_pool import InferencePoolSource
 from xds_control.discovery.inference_pool_catalog import InferencePoolCatalog
@@ -21,6 +27,7 @@ from xds_control.discovery.sources import (
 from xds_control.discovery.static import StaticSource, to_endpoints
 
 __all__ = [
+    "CONTROL_PLANES",
     "DnsSource",
     "Endpoint",
     "EndpointSource",
@@ -43,6 +50,7 @@ __all__ = [
     "fleet_key",
     "follow_fleets",
     "parse_endpoints_file",
+    "sized_fleets",
     "system_resolver",
     "to_endpoints",
 ]

@@ -1,6 +1,6 @@
-"""How many Envoys a node group's fleet has, read where every control-plane replica reads the
-same answer (``config.gateways``): the gateway Service's ready endpoints, a name's addresses,
-or a fixed count.
+"""How many Envoys a node group's fleet has (``config.gateways``), and how many control-plane
+replicas serve it (``config.control_planes``), read where every replica reads the same answer:
+a Service's ready endpoints, a name's addresses, or a fixed count.
 
 The Service is watched as a pool's is (``KubernetesSource``, no pod reads: only the count
 matters), the names resolved as a pool's are (``DnsSource``). A failed read raises
@@ -18,7 +18,10 @@ from xds_control.discovery.health import Health
 from xds_control.discovery.kubernetes import KubernetesSource
 from xds_control.tasks import guarded_task
 
-__all__ = ["FleetSize", "fleet_key", "follow_fleets"]
+__all__ = ["CONTROL_PLANES", "FleetSize", "fleet_key", "follow_fleets", "sized_fleets"]
+
+CONTROL_PLANES = "control-planes"
+"""The key of the control-plane replicas' count (``config.control_planes``)."""
 
 
 def fleet_key(group: str) -> str:
@@ -26,16 +29,27 @@ def fleet_key(group: str) -> str:
     return f"gateways/{group}"
 
 
+def sized_fleets(
+    gateways: Mapping[str, GatewayFleet], control_planes: GatewayFleet | None
+) -> dict[str, GatewayFleet]:
+    """Key -> where a size comes from: each group's gateway fleet (``fleet_key``) and the
+    control-plane replicas (``CONTROL_PLANES``), for those the config gives."""
+    out = {fleet_key(group): settings for group, settings in gateways.items()}
+    if control_planes is not None:
+        out[CONTROL_PLANES] = control_planes
+    return out
+
+
 class FleetSize:
-    """The size of one group's gateway fleet; ``wake`` is called when a watched Service
+    """The size of one fleet, read under ``key``; ``wake`` is called when a watched Service
     changes."""
 
-    def __init__(self, settings: GatewayFleet, *, group: str, wake: Callable[[], None]) -> None:
+    def __init__(self, settings: GatewayFleet, *, key: str, wake: Callable[[], None]) -> None:
         self.settings = settings
         self._source: KubernetesSource | DnsSource | None = None
         if settings.kubernetes is not None:
             discovery = KubernetesDiscovery(**settings.kubernetes.model_dump(), pod_metadata=False)
-            self._source = KubernetesSource(discovery, pool=fleet_key(group), wake=wake)
+            self._source = KubernetesSource(discovery, pool=key, wake=wake)
         elif settings.dns is not None:
             self._source = DnsSource(settings.dns)
 
@@ -59,15 +73,16 @@ def follow_fleets(
     *,
     wake: Callable[[], None],
 ) -> dict[str, FleetSize]:
-    """A ``FleetSize`` per group of ``fleets``, keeping each of ``old`` whose settings did not
-    change (its watch and last answer); the others are closed in the background."""
+    """A ``FleetSize`` per key of ``fleets`` (``sized_fleets``), keeping each of ``old`` whose
+    settings did not change (its watch and last answer); the others are closed in the
+    background."""
     made = {
-        group: old[group]
-        if group in old and old[group].settings == settings
-        else FleetSize(settings, group=group, wake=wake)
-        for group, settings in fleets.items()
+        key: old[key]
+        if key in old and old[key].settings == settings
+        else FleetSize(settings, key=key, wake=wake)
+        for key, settings in fleets.items()
     }
-    for group, size in old.items():
-        if made.get(group) is not size:
-            guarded_task(size.close(), name=f"close-{fleet_key(group)}")
+    for key, size in old.items():
+        if made.get(key) is not size:
+            guarded_task(size.close(), name=f"close-{key}")
     return made

@@ -3,7 +3,8 @@
 A request that matches a pool's ``TokenBudget`` is charged its estimate in the budget's current
 window when admitted (``charge``) and, once its response reports what it generated, the
 difference (``settle``). A window renews at each multiple of ``window_s`` on the controller's
-clock. Pure: no IO, the clock injected.
+clock. With several control-plane replicas (``config.control_planes``) each holds its share of
+a budget: ``output_tokens`` over their number. Pure: no IO, the clock and the count injected.
 """
 
 from __future__ import annotations
@@ -72,9 +73,17 @@ class _Window:
 class TokenBudgets:
     """The charged tokens of each pool's budgets, per tenant, in their current windows."""
 
-    def __init__(self, *, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float], replicas: Callable[[], int] = lambda: 1
+    ) -> None:
+        """``replicas()`` is how many control planes share every budget now (at least 1)."""
         self._clock = clock
+        self._replicas = replicas
         self._windows: dict[tuple[str, TokenBudget, str], _Window] = {}
+
+    def share(self, budget: TokenBudget) -> int:
+        """The output tokens a window of ``budget`` holds on this replica: its share."""
+        return max(1, budget.output_tokens // max(1, self._replicas()))
 
     def charge(
         self,
@@ -100,7 +109,7 @@ class TokenBudgets:
             if len(self._windows) >= _MAX_WINDOWS:  # tenants of `*` budgets come and go
                 self._forget_renewed(now)
             window = self._windows[key] = _Window(index=index)
-        if window.charged and window.charged + estimate > budget.output_tokens:
+        if window.charged and window.charged + estimate > self.share(budget):
             renews = (index + 1) * budget.window_s - now
             FLOW_OUTCOMES.labels(pool=pool, outcome="token-budget").inc()
             raise Refused(
@@ -126,7 +135,9 @@ class TokenBudgets:
         window.charged = max(0, window.charged + tokens - charge.tokens)
 
     def rows(self) -> list[dict[str, object]]:
-        """What each budget has charged in its current window, for the admin API."""
+        """What each budget has charged in its current window, for the admin API: the
+        fleet-wide ``output_tokens``, the control planes sharing it, this replica's share
+        (``here``), what is charged and ``left`` of that share."""
         now = self._clock()
         out: list[dict[str, object]] = []
         for (pool, budget, tenant), window in sorted(
@@ -135,6 +146,7 @@ class TokenBudgets:
         ):
             current = window.index == math.floor(now / budget.window_s)
             charged = window.charged if current else 0
+            share = self.share(budget)
             out.append(
                 {
                     "pool": pool,
@@ -142,8 +154,10 @@ class TokenBudgets:
                     "tenant": tenant,
                     "window_s": budget.window_s,
                     "output_tokens": budget.output_tokens,
+                    "replicas": max(1, self._replicas()),
+                    "here": share,
                     "charged": charged,
-                    "left": max(0, budget.output_tokens - charged),
+                    "left": max(0, share - charged),
                     "renews_in_s": round(
                         (math.floor(now / budget.window_s) + 1) * budget.window_s - now, 3
                     ),

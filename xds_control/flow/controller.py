@@ -43,7 +43,9 @@ class FlowController:
         saturated: Callable[[str], bool],
         ready: Callable[[str], bool],
         clock: Callable[[], float] = time.monotonic,
+        replicas: Callable[[], int] = lambda: 1,
     ) -> None:
+        """``replicas()``: the control planes sharing each token budget (``TokenBudgets``)."""
         self._settings = settings
         self._saturated = saturated
         self._ready = ready
@@ -53,7 +55,7 @@ class FlowController:
         self._in_transit: dict[str, int] = {}
         """Pool -> requests dispatched that have not yet returned from ``admit``."""
         self._tenant_shares: dict[str, TenantShares] = {}
-        self.budgets = TokenBudgets(clock=clock)
+        self.budgets = TokenBudgets(clock=clock, replicas=replicas)
         """The pools' output-token budgets, charged and settled by the picker's exchanges."""
 
     def holds(self, pool: str) -> bool:

@@ -178,6 +178,7 @@ def test_replicas_reach_the_picker_through_the_service(helm: Path) -> None:
     [
         ("config.gateways=null", "set config.gateways"),
         ('config.pools[0].picker={"address": "0.0.0.0:9002"}', "set picker.envoy_address"),
+        ("config.control_planes=null", "set config.control_planes"),
     ],
 )
 def test_replicas_that_would_double_the_budget_or_miss_the_picker_do_not_render(

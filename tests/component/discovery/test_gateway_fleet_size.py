@@ -32,7 +32,7 @@ async def test_ready_gateways_of_the_service_are_the_fleet(
         endpoint("10.9.0.4", ready=False, serving=True, terminating=True),
     ]
     await api.apply(endpoint_slice("gateway-a", service="gateway", port=80, endpoints=gateways))
-    size = FleetSize(settings, group="default", wake=lambda: None)
+    size = FleetSize(settings, key="gateways/default", wake=lambda: None)
     try:
         assert await until(size, lambda n: n > 0) == 2
         await api.apply(

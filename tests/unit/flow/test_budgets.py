@@ -98,3 +98,22 @@ def test_a_settlement_after_its_window_renewed_changes_nothing_now() -> None:
 )
 def test_the_estimate_is_max_tokens_else_the_default(body: bytes, want: int) -> None:
     assert estimate_tokens(body, default=256) == want
+
+
+def test_control_planes_sharing_a_budget_each_hold_their_share_and_follow_the_count() -> None:
+    """Two replicas: each admits half a window, so the two together hand out the budget once;
+    when one is gone the other holds it all (the count is read each time)."""
+    replicas = 2
+    budgets = TokenBudgets(clock=Clock(), replicas=lambda: replicas)
+    rules = [TokenBudget(tenant="a", output_tokens=400, window_s=60)]
+    assert _charge(budgets, rules) is not None
+    assert _charge(budgets, rules) is not None
+    with pytest.raises(Refused):
+        _charge(budgets, rules)
+    [row] = budgets.rows()
+    assert (row["output_tokens"], row["replicas"], row["here"], row["left"]) == (400, 2, 200, 0)
+    replicas = 1
+    assert _charge(budgets, rules) is not None
+    assert _charge(budgets, rules) is not None
+    with pytest.raises(Refused):
+        _charge(budgets, rules)

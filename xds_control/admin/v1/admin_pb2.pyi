@@ -690,6 +690,8 @@ class TokenBudget(_message.Message):
     CHARGED_FIELD_NUMBER: _builtins.int
     LEFT_FIELD_NUMBER: _builtins.int
     RENEWS_IN_S_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    HERE_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     budget: _builtins.str
     """TENANT/BAND; */all for every tenant and band"""
@@ -697,11 +699,16 @@ class TokenBudget(_message.Message):
     """the tenant whose window this is"""
     window_s: _builtins.float
     output_tokens: _builtins.int
-    """the budget a window"""
+    """the budget a window, fleet-wide"""
     charged: _builtins.int
-    """estimates in flight plus settled usage, this window"""
+    """estimates in flight plus settled usage, this window, here"""
     left: _builtins.int
+    """of this replica's share"""
     renews_in_s: _builtins.float
+    replicas: _builtins.int
+    """control planes sharing the budget (config.control_planes)"""
+    here: _builtins.int
+    """this replica's share: output_tokens / replicas"""
     def __init__(
         self,
         *,
@@ -713,10 +720,12 @@ class TokenBudget(_message.Message):
         charged: _builtins.int = ...,
         left: _builtins.int = ...,
         renews_in_s: _builtins.float = ...,
+        replicas: _builtins.int = ...,
+        here: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "charged", b"charged", "left", b"left", "output_tokens", b"output_tokens", "pool", b"pool", "renews_in_s", b"renews_in_s", "tenant", b"tenant", "window_s", b"window_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "charged", b"charged", "here", b"here", "left", b"left", "output_tokens", b"output_tokens", "pool", b"pool", "renews_in_s", b"renews_in_s", "replicas", b"replicas", "tenant", b"tenant", "window_s", b"window_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -34,12 +34,20 @@ def _token_table(rows: list[dict[str, Any]]) -> Table:
             r["budget"],
             r["tenant"],
             f"{r['window_s']:g}s",
-            str(r["output_tokens"]),
+            _tokens(r),
             str(r["charged"]),
             str(r["left"]),
             f"{r['renews_in_s']:.1f}s",
         )
     return table
+
+
+def _tokens(row: dict[str, Any]) -> str:
+    """A budget's tokens a window, and this replica's share when control planes share it."""
+    replicas = row.get("replicas", 1)
+    if replicas <= 1:
+        return str(row["output_tokens"])
+    return f"{row['output_tokens']} ({row['here']} here, {replicas} replicas)"
 
 
 def command(

@@ -96,6 +96,11 @@ central mode, the Service expose them (named picker-0, picker-1, ...).
 {{- if and (gt $replicas 1) $limited (not $counted) }}
 {{- fail (printf "%d replicas with config.listeners[].limits: each control plane would divide the fleet-wide budgets by its own Envoys only, and the fleet would admit about %d times its budget; set config.gateways (the gateway Service's EndpointSlices, a headless Service's name, or a count) so every replica divides by the whole fleet" $replicas $replicas) }}
 {{- end }}
+{{- $budgeted := false }}
+{{- range .Values.config.pools }}{{ if dig "picker" "flow" "budgets" (list) . }}{{ $budgeted = true }}{{ end }}{{ end }}
+{{- if and (gt $replicas 1) $budgeted (not .Values.config.control_planes) }}
+{{- fail (printf "%d replicas with pools[].picker.flow.budgets: each replica's picker would hold a whole token budget, and the fleet would be served about %d times it; set config.control_planes (this chart's Service, e.g. kubernetes: {namespace: %s, service: %s}, or a count) so each replica holds its share" $replicas $replicas .Release.Namespace (include "xds-control.fullname" .)) }}
+{{- end }}
 {{- if $central }}
 {{- range .Values.config.pools }}
 {{- if and .picker (not .picker.envoy_address) }}
@@ -121,9 +126,10 @@ central mode, the Service expose them (named picker-0, picker-1, ...).
 {{- range (prepend (default (list) .Values.config.node_groups) .Values.config) }}
 {{- with .gateways }}{{ with .kubernetes }}{{ $fleets = append $fleets .namespace }}{{ end }}{{ end }}
 {{- end }}
+{{- with .Values.config.control_planes }}{{ with .kubernetes }}{{ $fleets = append $fleets .namespace }}{{ end }}{{ end }}
 {{- range $fleets }}
 {{- if not (has . $allowed) }}
-{{- fail (printf "gateways reads the gateway Service's EndpointSlices in namespace %s, which rbac.namespaces does not grant: add it there (or set rbac.clusterWide)" .) }}
+{{- fail (printf "gateways or control_planes reads a Service's EndpointSlices in namespace %s, which rbac.namespaces does not grant: add it there (or set rbac.clusterWide)" .) }}
 {{- end }}
 {{- end }}
 {{- end }}
