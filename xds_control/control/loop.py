@@ -324,16 +324,9 @@ class ControlLoop:
             try:
                 state.endpoints[name] = await source.fetch()
             except Exception as exc:  # one pool's must not stop the others
-                DISCOVERY_ERRORS.labels(pool=name).inc()
-                message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
-                if state.discovery_errors.get(name) != message:
-                    log.error(
-                        "endpoints rejected; keeping the last good set",
-                        pool=name,
-                        error=message,
-                        exc_info=None if isinstance(exc, DiscoveryError) else exc,
-                    )
-                state.discovery_errors[name] = message
+                self._discovery_failed(
+                    name, exc, event="endpoints rejected; keeping the last good set", pool=name
+                )
             else:
                 state.discovery_errors.pop(name, None)
         state.config = self._discovered.served(self._pools_config, sources=self._sources)
@@ -367,19 +360,27 @@ class ControlLoop:
         try:
             fetched = await size.fetch()
         except Exception as exc:  # one fleet's must not stop the others
-            DISCOVERY_ERRORS.labels(pool=key).inc()
-            message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
-            if state.discovery_errors.get(key) != message:
-                log.error(
-                    "fleet size unknown; keeping the last good one",
-                    fleet=key,
-                    error=message,
-                    exc_info=None if isinstance(exc, DiscoveryError) else exc,
-                )
-            state.discovery_errors[key] = message
+            self._discovery_failed(
+                key, exc, event="fleet size unknown; keeping the last good one", fleet=key
+            )
             return None
         state.discovery_errors.pop(key, None)
         return fetched
+
+    def _discovery_failed(self, key: str, exc: Exception, *, event: str, **context: str) -> None:
+        """Count a failed read under ``key`` and log it once per message; a
+        ``DiscoveryError`` is the input's fault (its message), anything else a bug (its trace)."""
+        state = self.state
+        DISCOVERY_ERRORS.labels(pool=key).inc()
+        message = str(exc) if isinstance(exc, DiscoveryError) else repr(exc)
+        if state.discovery_errors.get(key) != message:
+            log.error(
+                event,
+                error=message,
+                exc_info=None if isinstance(exc, DiscoveryError) else exc,
+                **context,
+            )
+        state.discovery_errors[key] = message
 
 
 def kv_health(weights: EngineWeights) -> dict[str, bool]:

@@ -140,36 +140,8 @@ class V026KVEventBatch(V011EventBatch):
     events: list[V026BlockStored | V026BlockRemoved | V026AllBlocksCleared]
 
 
-# -- SGLang (sglang/srt/disaggregation/kv_events.py): vLLM 0.9's structs, its own copy ----------
-
-
-class SglEventBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-    ts: float
-    events: list[Any]
-
-
-class SglKVCacheEvent(msgspec.Struct, array_like=True, omit_defaults=True, gc=False, tag=True):
-    pass
-
-
-class SglBlockStored(SglKVCacheEvent, tag="BlockStored"):
-    block_hashes: list[int]
-    parent_block_hash: int | None
-    token_ids: list[int]
-    block_size: int
-    lora_id: int | None
-
-
-class SglBlockRemoved(SglKVCacheEvent, tag="BlockRemoved"):
-    block_hashes: list[int]
-
-
-class SglAllBlocksCleared(SglKVCacheEvent, tag="AllBlocksCleared"):
-    pass
-
-
-class SglKVEventBatch(SglEventBatch):
-    events: list[SglBlockStored | SglBlockRemoved | SglAllBlocksCleared]
+# -- SGLang (sglang/srt/disaggregation/kv_events.py): its own copy of vLLM 0.9's structs, field
+# for field, so the classes above decode what it sends.
 
 
 RELEASES: dict[str, type[msgspec.Struct]] = {
@@ -177,7 +149,7 @@ RELEASES: dict[str, type[msgspec.Struct]] = {
     "vllm-0.11": V011KVEventBatch,
     "vllm-0.15": V015KVEventBatch,
     "vllm-0.26": V026KVEventBatch,
-    "sglang": SglKVEventBatch,
+    "sglang": V09KVEventBatch,
 }
 
 HashOf = Callable[[int], int | bytes]
