@@ -1,7 +1,8 @@
 """Flow control through a real Envoy (issue 25, must-show 2): a pool with no ready server holds
 its requests; a server that turns ready within ``max_wait_s`` serves them; past it, a held
 request is refused 503 with the reason (and 429 ``queue-full`` at once when the queue is
-full); a band with a shorter wait is refused at its own."""
+full); a band with a shorter wait is refused at its own, and a request that names no band
+has its route's."""
 
 from __future__ import annotations
 
@@ -21,22 +22,31 @@ from xds_lab.harness.ports import free_port
 MAX_WAIT_S = 4.0
 
 
+CRITICAL_PREFIX = "/critical"
+"""The path of a route whose ``priority`` is ``critical``: its requests that name no band."""
+
+
 def _config(stack: EchoStack, *, picker: str, servers: int, **flow: Any) -> dict[str, Any]:
     endpoints = [{"address": stack.backends.address(i), "weight": 10} for i in range(servers)]
-    return one_pool_config(
+    data = one_pool_config(
         endpoints=endpoints,
         listener_port=stack.listener_port,
         pool={"picker": {"address": picker, "flow": {"max_wait_s": MAX_WAIT_S, **flow}}},
     )
+    critical = {"name": "vip", "pool": "chat", "priority": "critical"}
+    data["listeners"][0]["routes"].insert(0, {**critical, "match": {"prefix": CRITICAL_PREFIX}})
+    return data
 
 
 async def _post(
-    session: aiohttp.ClientSession, url: str, n: int, *, band: str = "medium"
+    session: aiohttp.ClientSession, url: str, n: int, *, band: str | None = "medium"
 ) -> tuple[int, str, float]:
-    """Status, the backend (or the flow-control reason) and the seconds it took."""
+    """Status, the backend (or the flow-control reason) and the seconds it took; ``band``
+    ``None``: the request names none."""
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"hi {n}"}]})
+    headers = {} if band is None else {"x-priority": band}
     started = time.monotonic()
-    async with session.post(url, data=body, headers={"x-priority": band}) as response:
+    async with session.post(url, data=body, headers=headers) as response:
         await response.read()
         said = response.headers.get(BACKEND_HEADER) or response.headers.get("x-xds-control-flow")
         return response.status, said or "", time.monotonic() - started
@@ -113,14 +123,19 @@ async def test_a_band_with_a_shorter_wait_is_refused_at_it_while_another_waits_o
         await stack.start(_config(stack, picker=picker, servers=0, **flow))
         url = f"{stack.url}/v1/chat/completions"
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-            critical = asyncio.create_task(_post(session, url, 0, band="critical"))
-            await eventually(lambda: _queued(stack, 1, band="critical"), timeout=MAX_WAIT_S / 2)
-            status, said, took = await _post(session, url, 1)
+            # Critical by its header, and by its route with no header at all.
+            critical = [
+                asyncio.create_task(_post(session, url, 0, band="critical")),
+                asyncio.create_task(_post(session, stack.url + CRITICAL_PREFIX, 1, band=None)),
+            ]
+            await eventually(lambda: _queued(stack, 2, band="critical"), timeout=MAX_WAIT_S / 2)
+            status, said, took = await _post(session, url, 2, band=None)  # medium: no class
             assert (status, said) == (503, "no-ready-endpoint")
             assert 0.5 <= took < 5.0, took  # its band's wait, not the pool's 10 s
-            assert not critical.done()
+            assert not any(task.done() for task in critical)
             stack.write_config(_config(stack, picker=picker, servers=1, **flow))
-            status, said, _ = await critical
-            assert (status, said) == (200, stack.backends.address(0))
+            answers = await asyncio.gather(*critical)
+            server = stack.backends.address(0)
+            assert [(status, said) for status, said, _ in answers] == [(200, server)] * 2
     finally:
         await stack.close()

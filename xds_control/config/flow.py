@@ -106,8 +106,9 @@ class FlowControl(StrictModel):
     priority_header: HeaderName = Field(
         default="x-priority",
         description="The request header that names its priority band (`critical`, `high`, "
-        "`medium`: the limits' classes and header); without it, or with another value: "
-        "`medium`. Higher bands are dispatched first.",
+        "`medium`: the limits' classes and header); without it, or with another value: its "
+        "route's `priority`, else the listener's `limits.default`, else `medium`. Higher "
+        "bands are dispatched first.",
     )
     queue_depth: float = Field(
         default=5.0,

@@ -469,8 +469,10 @@ class Route(StrictModel):
     )
     priority: PriorityClass | None = Field(
         default=None,
-        description="Priority class of this route's requests that name none in the listener's "
-        "`limits.header`; unset: `limits.default`. Ignored without `limits`.",
+        description="Priority class of this route's requests that name none: their class "
+        "under the listener's `limits` (header `limits.header`) and, on a pool with a picker's "
+        "`flow`, their band (header `flow.priority_header`). Unset: `limits.default`, else "
+        "(no `limits`) `medium`.",
     )
     hash_policy: tuple[HashKey, ...] = Field(
         default=DEFAULT_HASH_POLICY,

@@ -20,9 +20,11 @@ class Band(IntEnum):
     MEDIUM = 0
 
     @classmethod
-    def of(cls, name: str) -> Band:
-        """The band a class name says (``critical``, ``high``); anything else: MEDIUM."""
-        return {"critical": cls.CRITICAL, "high": cls.HIGH}.get(name.lower(), cls.MEDIUM)
+    def of(cls, name: str, *, default: Band | None = None) -> Band:
+        """The band a class name says (``critical``, ``high``, ``medium``); anything else:
+        ``default`` (unset: MEDIUM)."""
+        named = {"critical": cls.CRITICAL, "high": cls.HIGH, "medium": cls.MEDIUM}
+        return named.get(name.lower(), cls.MEDIUM if default is None else default)
 
 
 @dataclass(eq=False)

@@ -8,8 +8,10 @@ same value under dynamic metadata ``envoy.lb``, ``IP:PORT`` best first, comma-se
 Two kinds of client, told apart by whether the stream names its pool:
 
 - Envoy as ``xds-control`` configures it names the pool in the stream's gRPC metadata
-  (``x-xds-control-pool``) and fails open: a request the picker cannot place gets no answer
-  and the pool's own policy (weighted MAGLEV) takes it.
+  (``x-xds-control-pool``), and the route's priority class where it has one
+  (``x-xds-control-band``: the band of a request whose priority header names none), and fails
+  open: a request the picker cannot place gets no answer and the pool's own policy (weighted
+  MAGLEV) takes it.
 - A gateway of the Inference Extension runs one picker per pool and names none: the pool is
   the one whose picker serves at the address the stream came to. It may restrict the pick to
   a subset (``envoy.lb.subset_hint``), and is answered 503 when there is no endpoint to name,
@@ -50,7 +52,13 @@ from xds_control.flow import Band, Charge, FlowController, Refused, estimate_tok
 from xds_control.picker.metrics import PICK_SECONDS, PICKS
 from xds_control.picker.picker import Picker
 from xds_control.picker.usage import UsageReader
-from xds_control.xds.picker import DESTINATION_HEADER, POOL_METADATA, SERVED_KEY, usage_mode
+from xds_control.xds.picker import (
+    BAND_METADATA,
+    DESTINATION_HEADER,
+    POOL_METADATA,
+    SERVED_KEY,
+    usage_mode,
+)
 
 __all__ = [
     "PROCESS_METHOD",
@@ -246,6 +254,8 @@ class Exchange:
     duplex: bool = False
     flow: FlowController | None = None
     """Holds the request while the pool is saturated (pools with ``picker.flow``)."""
+    band: Band = Band.MEDIUM
+    """The band of a request whose priority header names none: its route's class."""
     _body: list[bytes] = field(default_factory=list)
     _headers: dict[str, str] = field(default_factory=dict)
     _held: bytes | None = None
@@ -311,7 +321,7 @@ class Exchange:
 
     def _tenant_band(self, settings: FlowControl) -> tuple[str, Band]:
         tenant = self._headers.get(settings.tenant_header, "")
-        return tenant, Band.of(self._headers.get(settings.priority_header, ""))
+        return tenant, Band.of(self._headers.get(settings.priority_header, ""), default=self.band)
 
     def _charge_budget(self, settings: FlowControl, body: bytes) -> ext.ProcessingResponse | None:
         """Charge the request's estimate to its token budget; the refusal if it does not fit."""
@@ -369,7 +379,7 @@ class Exchange:
         body, self._held = self._held or b"", None
         settings = self._flow_settings()
         assert self.flow is not None
-        tenant, band = self._tenant_band(settings) if settings is not None else ("", Band.MEDIUM)
+        tenant, band = self._tenant_band(settings) if settings is not None else ("", self.band)
         try:
             await self.flow.admit(
                 pool=self.pool, band=band, tenant=tenant, size=len(body), request=self.request
@@ -463,9 +473,11 @@ class PickerServer:
         *,
         address: str,
     ) -> AsyncIterator[ext.ProcessingResponse]:
-        named = str(dict(context.invocation_metadata() or ()).get(POOL_METADATA, ""))
+        metadata = dict(context.invocation_metadata() or ())
+        named = str(metadata.get(POOL_METADATA, ""))
         pool = named or self.picker.fleet.sole_pool(address) or ""
-        exchange = Exchange(self.picker, pool=pool, gateway=not named, flow=self.flow)
+        band = Band.of(str(metadata.get(BAND_METADATA, "")))
+        exchange = Exchange(self.picker, pool=pool, gateway=not named, flow=self.flow, band=band)
         started = time.monotonic()
         try:
             async for request in requests:

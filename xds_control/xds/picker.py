@@ -34,12 +34,13 @@ from envoy.type.metadata.v3 import metadata_pb2
 from google.protobuf import any_pb2
 from google.protobuf.message import Message
 
-from xds_control.config import LbPolicy, Listener, Pool, Route
+from xds_control.config import LbPolicy, Listener, Pool, PriorityClass, Route
 from xds_control.config.flow import HOLD_MARGIN_S
 from xds_control.config.picker import PoolPicker
 from xds_control.xds.durations import duration, pack, u32
 
 __all__ = [
+    "BAND_METADATA",
     "DESTINATION_HEADER",
     "DESTINATION_METADATA_NAMESPACE",
     "FALLBACK_HASH_BALANCE_FACTOR",
@@ -71,6 +72,10 @@ served. Envoy has no filter that writes it, so the route adds it as a response h
 (``served_header``) and ``served_filter`` moves it into the metadata, out of the client's view."""
 POOL_METADATA = "x-xds-control-pool"
 """gRPC metadata each route's ``ext_proc`` stream carries: the pool the request goes to."""
+BAND_METADATA = "x-xds-control-band"
+"""gRPC metadata a route's ``ext_proc`` stream carries when the route has a priority class (its
+``priority``, else its listener's ``limits.default``): the flow-control band of a request whose
+priority header names none."""
 FALLBACK_HASH_BALANCE_FACTOR = 150
 """Bounded load of a MAGLEV fallback whose pool sets none, in percent of a server's weighted
 share of the requests in flight (Envoy's documented example value). Without a bound, a server
@@ -237,25 +242,34 @@ def served_filter() -> hcm.HttpFilter:
     return hcm.HttpFilter(name=SERVED_FILTER, typed_config=pack(h2m.Config(response_rules=[rule])))
 
 
-def picker_route_config(route: Route, pickers: Mapping[str, PoolPicker]) -> any_pb2.Any:
+def picker_route_config(
+    route: Route, pickers: Mapping[str, PoolPicker], *, band: PriorityClass | None = None
+) -> any_pb2.Any:
     """The picker filter's settings on ``route`` of a listener that has the filter: those of
     its pool (``picker_pool_config``); off on a route over several pools, whose weighted
-    clusters each carry their pool's (Envoy takes the chosen cluster's over the route's)."""
+    clusters each carry their pool's (Envoy takes the chosen cluster's over the route's).
+    ``band``: the route's priority class, if it has one."""
     if route.pool is None:
         return pack(ext_proc_pb2.ExtProcPerRoute(disabled=True))
-    return picker_pool_config(route.pool, pickers)
+    return picker_pool_config(route.pool, pickers, band=band)
 
 
-def picker_pool_config(pool: str, pickers: Mapping[str, PoolPicker]) -> any_pb2.Any:
+def picker_pool_config(
+    pool: str, pickers: Mapping[str, PoolPicker], *, band: PriorityClass | None = None
+) -> any_pb2.Any:
     """The picker filter's settings for requests to ``pool``: ask its picker, naming the pool
-    in the stream's metadata, and refuse the request when the picker cannot answer if the
-    pool fails closed; off for a pool without a picker (there is nothing to pick within)."""
+    (and ``band``, the route's priority class, if it has one) in the stream's metadata, and
+    refuse the request when the picker cannot answer if the pool fails closed; off for a pool
+    without a picker (there is nothing to pick within)."""
     picker = pickers.get(pool)
     if picker is None:
         return pack(ext_proc_pb2.ExtProcPerRoute(disabled=True))
+    metadata = [base_pb2.HeaderValue(key=POOL_METADATA, value=pool)]
+    if band is not None:
+        # Only a route with a class says one, so a route without is what it was before.
+        metadata.append(base_pb2.HeaderValue(key=BAND_METADATA, value=band.value))
     overrides = ext_proc_pb2.ExtProcOverrides(
-        grpc_service=_grpc_service(picker.dial_address),
-        grpc_initial_metadata=[base_pb2.HeaderValue(key=POOL_METADATA, value=pool)],
+        grpc_service=_grpc_service(picker.dial_address), grpc_initial_metadata=metadata
     )
     if not picker.fail_open:
         # Per route: the listener's filter fails open for every other pool on it. Set only

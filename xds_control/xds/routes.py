@@ -144,9 +144,11 @@ def _set_destination(
     weights: Mapping[str, int],
     served: AbstractSet[str],
     pickers: Mapping[str, PoolPicker] | None,
+    band: PriorityClass | None,
 ) -> None:
     """The route's pool, or its pools that exist as weighted clusters, each with its pool's
-    picker settings when the listener has the picker filter (``pickers`` not ``None``)."""
+    picker settings (and the route's class, ``band``) when the listener has the picker filter
+    (``pickers`` not ``None``)."""
     if route.pool is not None:
         action.cluster = route.pool
         return
@@ -160,7 +162,7 @@ def _set_destination(
         weight = u32(weights[share.name] if measured else share.weight)
         cluster = rc.WeightedCluster.ClusterWeight(name=share.name, weight=weight)
         if pickers is not None:
-            config = picker_pool_config(share.name, pickers)
+            config = picker_pool_config(share.name, pickers, band=band)
             cluster.typed_per_filter_config[PICKER_FILTER].CopyFrom(config)
         action.weighted_clusters.clusters.append(cluster)
 
@@ -174,6 +176,7 @@ def _route(
     picker: any_pb2.Any | None,
     served: AbstractSet[str],
     pickers: Mapping[str, PoolPicker] | None,
+    band: PriorityClass | None,
 ) -> rc.Route:
     headers = [_header_matcher(h) for h in route.match.headers]
     if route.match.model is not None:
@@ -191,7 +194,7 @@ def _route(
         timeout=duration(route.timeout_s),
         hash_policy=_hash_policy(route.hash_policy),
     )
-    _set_destination(action, route, weights=pool_weights, served=served, pickers=pickers)
+    _set_destination(action, route, weights=pool_weights, served=served, pickers=pickers, band=band)
     if route.idle_timeout_s is not None:
         action.idle_timeout.CopyFrom(duration(route.idle_timeout_s))
     if route.retry is not None:
@@ -254,22 +257,27 @@ def build_route_configuration(
     all. With ``limits``, each route becomes one route per priority class, each with its
     class's bucket from ``budgets``, one node group's (none there: that class is not
     limited). When the listener routes to a pool in ``pickers`` (pool name -> its picker),
-    every route says whether the picker filter asks that pool's picker or stays off. ``pools``
-    (default: every pool the routes name) are the pools that exist: a route over several sends
-    only to those, and a route none of whose pools exists answers ``NO_POOL_STATUS``."""
+    every route says whether the picker filter asks that pool's picker or stays off, and tells
+    the picker the route's class (its ``priority``, else ``limits.default``), a band for the
+    requests that name none. ``pools`` (default: every pool the routes name) are the pools that
+    exist: a route over several sends only to those, and a route none of whose pools exists
+    answers ``NO_POOL_STATUS``."""
     weights, known = pool_weights or {}, pickers or {}
     served = pools if pools is not None else {n for r in listener.routes for n in r.pool_names()}
     ask = bool(listener_pickers(listener, known))
     routes: list[rc.Route] = []
     for r in listener.routes:
+        # The picker cannot see the route a request matched: it is told the route's class.
+        band = r.priority or (listener.limits.default if listener.limits is not None else None)
         base = _route(
             r,
             model_header=model_header,
             classify=listener.classify,
             pool_weights=weights.get(r.name, {}),
-            picker=picker_route_config(r, known) if ask else None,
+            picker=picker_route_config(r, known, band=band) if ask else None,
             served=served,
             pickers=known if ask else None,
+            band=band,
         )
         if listener.limits is None:
             routes.append(base)

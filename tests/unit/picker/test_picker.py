@@ -18,7 +18,9 @@ from google.protobuf import struct_pb2
 from prometheus_client import REGISTRY
 
 from xds_control.config import Config, parse_config
+from xds_control.config.flow import FlowControl
 from xds_control.discovery import Endpoint
+from xds_control.flow import Band, FlowController
 from xds_control.picker import Fleet, Picker
 from xds_control.picker.service import Exchange
 
@@ -342,3 +344,39 @@ def test_flow_control_counts_only_servers_every_envoy_has_taken() -> None:
     assert not picker.saturated("chat")
     delivered = None  # no Envoy asks for the pool: the control plane's view decides
     assert not picker.saturated("chat")
+
+
+def _with_header(name: str, value: str) -> ext.ProcessingRequest:
+    message = ext.ProcessingRequest(request_headers=ext.HttpHeaders())
+    message.request_headers.headers.headers.append(
+        base_pb2.HeaderValue(key=name, raw_value=value.encode())
+    )
+    return message
+
+
+@pytest.mark.parametrize(
+    ("header", "route", "held_ms"),
+    [
+        ("critical", Band.HIGH, 4000),  # the header first
+        ("", Band.HIGH, 3000),  # else the route's class
+        ("urgent", Band.HIGH, 3000),  # a value that names no band is none
+        ("", Band.MEDIUM, 11000),  # a route without a class: medium
+    ],
+)
+def test_a_request_s_band_is_its_header_s_else_its_route_s(
+    header: str, route: Band, held_ms: int
+) -> None:
+    flow = {"max_wait_s": 10, "band_max_wait_s": {"critical": 3, "high": 2}}
+    state = _State(_config({"address": "127.0.0.1:9100", "flow": flow}), [10, 10, 10])
+    picker = state.picker()
+    controller = FlowController(
+        settings=lambda pool: FlowControl.model_validate(flow),
+        saturated=lambda pool: True,
+        ready=lambda pool: True,
+    )
+    exchange = Exchange(picker, pool="chat", flow=controller, band=route)
+    exchange.on(_with_header("x-priority", header) if header else _headers())
+    # Saturated: the body is held, and Envoy told to wait as long as its band may.
+    [held] = exchange.on(_body_message(_body("be brief")))
+    assert exchange.holding
+    assert held.override_message_timeout.ToMilliseconds() == held_ms

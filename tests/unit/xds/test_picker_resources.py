@@ -15,6 +15,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 from envoy.extensions.load_balancing_policies.maglev.v3 import maglev_pb2
 from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
+from google.protobuf import any_pb2
 
 from xds_control.config import Config, parse_config
 from xds_control.control import ReconcileInputs, reconcile_once
@@ -168,6 +169,42 @@ def test_a_route_over_several_pools_asks_the_chosen_pools_picker() -> None:
     [metadata] = settings["chat"].overrides.grpc_initial_metadata
     assert (metadata.key, metadata.value) == ("x-xds-control-pool", "chat")
     assert settings["other"].disabled
+
+
+def _metadata(config: any_pb2.Any) -> dict[str, str]:
+    settings = ext_proc_pb2.ExtProcPerRoute()
+    config.Unpack(settings)
+    return {m.key: m.value for m in settings.overrides.grpc_initial_metadata}
+
+
+def test_a_route_s_priority_class_goes_to_the_picker_as_the_band_of_requests_naming_none() -> None:
+    data = yaml.safe_load(_config(picker=True).model_dump_json(exclude_defaults=True))
+    routes = data["listeners"][0]["routes"]
+    routes[1]["priority"] = "critical"
+    split = {"name": "s", "pools": [{"name": "chat"}, {"name": "other"}], "priority": "high"}
+    routes.insert(0, {**split, "match": {"prefix": "/split"}})
+    _, _, found = _resources(Config.model_validate(data))
+    pool = {"x-xds-control-pool": "chat"}
+    assert _metadata(found["c"].typed_per_filter_config[PICKER_FILTER]) == {
+        **pool,
+        "x-xds-control-band": "critical",
+    }
+    chat, _ = found["s"].route.weighted_clusters.clusters
+    assert _metadata(chat.typed_per_filter_config[PICKER_FILTER]) == {
+        **pool,
+        "x-xds-control-band": "high",
+    }
+    # Without its own, a route has the listener's default class, on each of its class routes;
+    # without limits either, it says none (the picker takes medium).
+    del routes[2]["priority"]
+    data["listeners"][0]["limits"] = {"default": "high", "classes": {"medium": {"rate_per_s": 1}}}
+    _, _, found = _resources(Config.model_validate(data))
+    for name in ("c/critical", "c/high", "c/medium"):
+        settings = found[name].typed_per_filter_config[PICKER_FILTER]
+        assert _metadata(settings) == {**pool, "x-xds-control-band": "high"}, name
+    del data["listeners"][0]["limits"]
+    _, _, found = _resources(Config.model_validate(data))
+    assert _metadata(found["c"].typed_per_filter_config[PICKER_FILTER]) == pool
 
 
 def test_behind_a_service_envoy_dials_its_name_and_replicas_serve_alike() -> None:
