@@ -3,11 +3,15 @@
 FULL_DUPLEX_STREAMED) in front of ``xds-control serve``'s picker: requests land where the picker
 says with their bodies intact, and the endpoint that served reaches the picker (the protocol's
 ``envoy.lb`` metadata on the response path); with the picker gone, a FailOpen pool keeps
-serving and a FailClose pool refuses with the status Envoy 1.40 gives."""
+serving and a FailClose pool refuses with the status Envoy 1.40 gives. With the response's
+body in full duplex too, every answer reaches the client whole and a token budget is charged
+what the answers' usage said."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from e2e.engine_stack import sim_stack
 from e2e.stack import EchoStack, echo_stack, eventually
 from e2e.test_picker import WEIGHTS, _body
 from e2e.test_picker_served import served_count
@@ -189,6 +194,101 @@ async def test_a_gateway_s_requests_are_held_while_the_pool_has_no_server(tmp_pa
                     return True
 
             await eventually(refused, timeout=15, what="503 no-ready-endpoint")
+    finally:
+        if envoy is not None:
+            await envoy.stop()
+        await stack.close()
+
+
+TENANT_HEADER = "x-gateway-inference-fairness-id"
+
+
+async def _answer(
+    session: aiohttp.ClientSession, url: str, *, tenant: str, stream: bool
+) -> tuple[int, str, int]:
+    """Status, the answer's text and the output tokens its usage reported, as a client reads
+    them (a stream must end with ``[DONE]``)."""
+    body: dict[str, Any] = {
+        "model": "m",
+        "messages": [{"role": "user", "content": f"tell me about {tenant}"}],
+        "stream": stream,
+    }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    async with session.post(url, json=body, headers={TENANT_HEADER: tenant}) as response:
+        raw = await response.read()
+        if response.status != 200:
+            return response.status, raw.decode(errors="replace"), 0
+    if not stream:
+        whole = json.loads(raw)
+        return 200, whole["choices"][0]["message"]["content"], whole["usage"]["completion_tokens"]
+    events = [line[5:].strip() for line in raw.decode().splitlines() if line.startswith("data:")]
+    assert events[-1] == "[DONE]", raw[-200:]
+    chunks = [json.loads(event) for event in events[:-1]]
+    text = "".join(c["choices"][0]["delta"]["content"] for c in chunks if c["choices"])
+    tokens = sum(c["usage"]["completion_tokens"] for c in chunks if c.get("usage"))
+    return 200, text, tokens
+
+
+async def test_full_duplex_response_bodies_reach_the_client_whole_and_settle_the_budget(
+    tmp_path: Path,
+) -> None:
+    """The response's body in full duplex, as Istio's and GKE's gateways send it: Envoy passes
+    on only what the picker sends back, so the picker gives back every piece of every answer,
+    budgeted or not, and reads a budgeted one's usage on the way."""
+    stack = sim_stack(tmp_path, profiles=["vllm-h100", "vllm-h100"], time_scale=0.05)
+    addresses = list(stack.backends.addresses.values())  # ports pinned before start
+    budget = {"tenant": "a", "output_tokens": 1_000_000}
+    data = one_pool_config(
+        endpoints=[{"address": a} for a in addresses],
+        listener_port=stack.listener_port,
+        pool={
+            "picker": {
+                "address": f"127.0.0.1:{free_port()}",
+                "message_timeout_ms": 1000,
+                "flow": {"budgets": [budget]},
+            }
+        },
+    )
+    envoy = None
+    try:
+        await stack.start(data, envoys=0)
+        envoy, port = gie_gateway_envoy(
+            workdir=stack.workdir / "gateway",
+            node_id="gateway",
+            pool=Config.model_validate(data).pools[0],
+            endpoints=addresses,
+            fail_open=False,
+            duplex_response=True,
+        )
+        await envoy.start()
+        await envoy.wait_live()
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+            # What a server answers with no gateway in between.
+            direct = f"http://{addresses[0]}/v1/chat/completions"
+            _, text, tokens = await _answer(session, direct, tenant="a", stream=True)
+            assert tokens > 0
+            asked = [("a", True)] * 5 + [("a", False), ("b", True), ("b", False)]
+            answers = await asyncio.gather(
+                *(_answer(session, url, tenant=t, stream=s) for t, s in asked)
+            )
+        assert answers == [(200, text, tokens)] * len(asked)
+        # Tenant a's budget was charged what its answers' usage said (each settles at its
+        # body's last piece, which the picker may see just after the client has it).
+        charged = sum(
+            n for (tenant, _), (_, _, n) in zip(asked, answers, strict=True) if tenant == "a"
+        )
+        pattern = re.compile(
+            r'^xds_control_flow_output_tokens_total\{budget="a/all",pool="chat"\} (\S+)$',
+            re.MULTILINE,
+        )
+
+        async def counted() -> bool:
+            match = pattern.search(await stack.control_plane.metrics())
+            return match is not None and float(match[1]) == charged
+
+        await eventually(counted, timeout=10, what=f"{charged} tokens counted")
     finally:
         if envoy is not None:
             await envoy.stop()

@@ -20,7 +20,9 @@ Two kinds of client, told apart by whether the stream names its pool:
 Both send the response's headers with the endpoint that served, as the protocol says:
 ``x-gateway-destination-endpoint-served`` under ``envoy.lb`` in the message's metadata. The
 picker then ends the request's prefill in its ledger and, where it served elsewhere than
-picked, records its prompt there.
+picked, records its prompt there. A gateway that sends the response's body in full duplex
+(Istio's, GKE's) passes on only what the picker gives back: every piece is given back as it
+came.
 
 Nothing here raises into gRPC: a message the picker cannot use is answered with no mutation.
 Each address also serves gRPC health: ``liveness`` once started; ``readiness`` and the
@@ -105,6 +107,16 @@ def _picked(addresses: Sequence[str]) -> ext.ProcessingResponse:
     )
 
 
+def _given_back(kind: str, body: bytes, *, end: bool) -> ext.ProcessingResponse:
+    """Full duplex: ``body`` (a piece of the request's or the response's, by ``kind``) sent
+    back as the processor's own, unchanged; ``end``: it is the last."""
+    returned = ext.BodyResponse()
+    streamed = returned.response.body_mutation.streamed_response
+    streamed.body = body
+    streamed.end_of_stream = end
+    return ext.ProcessingResponse(**{kind: returned})
+
+
 def whole_body_answers(
     addresses: Sequence[str], *, body: bytes, ended_by: str
 ) -> list[ext.ProcessingResponse]:
@@ -120,11 +132,7 @@ def whole_body_answers(
         headers.response.CopyFrom(common)
     out = [ext.ProcessingResponse(request_headers=headers, dynamic_metadata=metadata)]
     if ended_by != "request_headers":
-        returned = ext.BodyResponse()
-        streamed = returned.response.body_mutation.streamed_response
-        streamed.body = body
-        streamed.end_of_stream = ended_by == "request_body"
-        out.append(ext.ProcessingResponse(request_body=returned))
+        out.append(_given_back("request_body", body, end=ended_by == "request_body"))
     if ended_by == "request_trailers":
         out.append(ext.ProcessingResponse(request_trailers=ext.TrailersResponse()))
     return out
@@ -243,7 +251,9 @@ class Exchange:
     duplex streamed (the protocol's: the body in pieces, sent without waiting for answers; the
     picker holds the headers' answer until the body is whole, sets the destination on it, and
     sends the body back, since in this mode what it does not send back never reaches the
-    server)."""
+    server). The response's body comes to the picker streamed (ours, a budgeted request's
+    only, each piece answered "unchanged") or in full duplex (``duplex_response``: each
+    piece given back as it came, since the client gets only what the picker sends back)."""
 
     picker: Picker
     pool: str
@@ -252,6 +262,8 @@ class Exchange:
     """Names the HTTP request to the picker (its pick, where it served, its end)."""
     subset: frozenset[str] | None = None
     duplex: bool = False
+    duplex_response: bool = False
+    """The response's body comes in full duplex: Envoy passes on only what is sent back."""
     flow: FlowController | None = None
     """Holds the request while the pool is saturated (pools with ``picker.flow``)."""
     band: Band = Band.MEDIUM
@@ -273,6 +285,7 @@ class Exchange:
         """The responses to one message (none while a streamed body is still arriving)."""
         if message.HasField("protocol_config"):
             self.duplex = message.protocol_config.request_body_mode == _FULL_DUPLEX
+            self.duplex_response = message.protocol_config.response_body_mode == _FULL_DUPLEX
         if message.HasField("metadata_context"):
             self.subset = _subset(message) if self.subset is None else self.subset
         kind = message.WhichOneof("request")
@@ -283,19 +296,25 @@ class Exchange:
             if self.flow is not None:
                 self.flow.release()
         if kind == "response_headers" and self._charge is not None:
-            # Budgeted: the body too, for its usage (the filter allows this one override).
             self._usage = UsageReader()
-            return [
-                ext.ProcessingResponse(
-                    response_headers=ext.HeadersResponse(),
-                    mode_override=usage_mode(_FULL_DUPLEX if self.duplex else _BUFFERED),
-                )
-            ]
-        if kind == "response_body" and self._usage is not None:
+            if not self.duplex_response:
+                # Budgeted: the body too, for its usage (the filter allows this one override).
+                return [
+                    ext.ProcessingResponse(
+                        response_headers=ext.HeadersResponse(),
+                        mode_override=usage_mode(_FULL_DUPLEX if self.duplex else _BUFFERED),
+                    )
+                ]
+        if kind in ("response_body", "response_trailers") and self._usage is not None:
+            # The body ends with its last piece, or with the trailers when it has them.
             piece = message.response_body
-            self._usage.feed(piece.body, end=piece.end_of_stream)
-            if piece.end_of_stream:
+            end = piece.end_of_stream or kind == "response_trailers"
+            self._usage.feed(piece.body, end=end)
+            if end:
                 self._settle()
+        if self.duplex_response and kind == "response_body":
+            piece = message.response_body
+            return [_given_back(kind, piece.body, end=piece.end_of_stream)]
         if self.duplex and kind in ("request_headers", "request_body", "request_trailers"):
             return self._stream(message, kind=kind)
         if kind == "request_body":

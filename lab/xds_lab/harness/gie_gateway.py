@@ -6,7 +6,9 @@ the picker's ``envoy.lb`` metadata accepted), and the pool's cluster balancing b
 endpoint that served under ``envoy.lb`` as the protocol requires (written as ours is:
 ``xds_control.xds.picker.served_filter``). ``fail_open`` is the InferencePool's
 ``failureMode``: FailOpen lets a request through when the picker cannot answer, FailClose
-refuses it. What ``xds-control`` publishes for a pool of its own config names the pool and
+refuses it. ``duplex_response`` sends the response's body too, FULL_DUPLEX_STREAMED with its
+trailers, as Istio's and GKE's gateways do (Envoy then passes on only the body the picker
+sends back). What ``xds-control`` publishes for a pool of its own config names the pool and
 buffers the body instead (``xds_control.xds.picker``)."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.core.v3 import address_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
+from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2
 from envoy.extensions.filters.http.ext_proc.v3.processing_mode_pb2 import ProcessingMode
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm,
@@ -29,7 +32,7 @@ from google.protobuf.json_format import MessageToDict
 from xds_control.config import Pool, RetryPolicy, parse_host_port
 from xds_control.picker.service import SUBSET_NAMESPACE
 from xds_control.xds.cluster import build_picker_cluster
-from xds_control.xds.durations import duration
+from xds_control.xds.durations import duration, pack
 from xds_control.xds.listeners import http_listener, router_filter
 from xds_control.xds.picker import (
     DESTINATION_METADATA_NAMESPACE,
@@ -71,6 +74,19 @@ def _pool_cluster(pool: Pool, endpoints: Sequence[str]) -> cluster_pb2.Cluster:
     )
 
 
+def _duplex_response(picker: hcm.HttpFilter) -> hcm.HttpFilter:
+    """The picker's filter sending the response's body FULL_DUPLEX_STREAMED too (Envoy takes
+    that mode only with the trailers sent), and allowing no mode override: a gateway that
+    sends the body anyway has no reason to, so the picker must not need one."""
+    processor = ext_proc_pb2.ExternalProcessor()
+    picker.typed_config.Unpack(processor)
+    processor.processing_mode.response_body_mode = ProcessingMode.FULL_DUPLEX_STREAMED
+    processor.processing_mode.response_trailer_mode = ProcessingMode.SEND
+    processor.allow_mode_override = False
+    del processor.allowed_override_modes[:]
+    return hcm.HttpFilter(name=picker.name, typed_config=pack(processor))
+
+
 def gie_gateway_bootstrap(
     *,
     pool: Pool,
@@ -79,10 +95,12 @@ def gie_gateway_bootstrap(
     admin_port: int,
     fail_open: bool,
     retry: RetryPolicy | None = None,
+    duplex_response: bool = False,
 ) -> dict[str, Any]:
     """The bootstrap (as JSON data) of an Envoy that serves ``pool``'s ``endpoints`` on
     ``listener_port`` through the pool's picker (``pool.picker``: it must have one), retrying
-    as ``retry`` says (as on a route of any requests; ``None``: no retries)."""
+    as ``retry`` says (as on a route of any requests; ``None``: no retries); with
+    ``duplex_response`` the picker gets the response's body too, in full duplex."""
     settings = pool.picker
     if settings is None:
         raise ValueError(f"pool {pool.name} has no picker")
@@ -95,6 +113,14 @@ def gie_gateway_bootstrap(
         route=action,
         response_headers_to_add=[served_header()],
     )
+    picker_http_filter = picker_filter(
+        [settings],
+        fail_open=fail_open,
+        body_mode=ProcessingMode.FULL_DUPLEX_STREAMED,
+        forwarded_namespaces=[DESTINATION_METADATA_NAMESPACE, SUBSET_NAMESPACE],
+    )
+    if duplex_response:
+        picker_http_filter = _duplex_response(picker_http_filter)
     manager = hcm.HttpConnectionManager(
         stat_prefix="gateway",
         route_config=route_pb2.RouteConfiguration(
@@ -104,12 +130,7 @@ def gie_gateway_bootstrap(
             ],
         ),
         http_filters=[
-            picker_filter(
-                [settings],
-                fail_open=fail_open,
-                body_mode=ProcessingMode.FULL_DUPLEX_STREAMED,
-                forwarded_namespaces=[DESTINATION_METADATA_NAMESPACE, SUBSET_NAMESPACE],
-            ),
+            picker_http_filter,
             served_filter(),
             router_filter(),
         ],
@@ -137,6 +158,7 @@ def gie_gateway_envoy(
     endpoints: Sequence[str],
     fail_open: bool,
     retry: RetryPolicy | None = None,
+    duplex_response: bool = False,
 ) -> tuple[EnvoyProcess, int]:
     """An Envoy (not started) running ``gie_gateway_bootstrap`` on free ports, and its
     listener's port."""
@@ -148,6 +170,7 @@ def gie_gateway_envoy(
         admin_port=admin,
         fail_open=fail_open,
         retry=retry,
+        duplex_response=duplex_response,
     )
     envoy = EnvoyProcess(
         workdir=workdir, xds_port=0, node_id=node_id, admin_port=admin, bootstrap=bootstrap

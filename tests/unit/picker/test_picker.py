@@ -380,3 +380,64 @@ def test_a_request_s_band_is_its_header_s_else_its_route_s(
     [held] = exchange.on(_body_message(_body("be brief")))
     assert exchange.holding
     assert held.override_message_timeout.ToMilliseconds() == held_ms
+
+
+def _both_duplex(message: ext.ProcessingRequest) -> ext.ProcessingRequest:
+    """``message`` as the first of a stream whose request and response bodies both come
+    FULL_DUPLEX_STREAMED (Istio's and GKE's gateways)."""
+    mode = ext_proc_mode.ProcessingMode.FULL_DUPLEX_STREAMED
+    message.protocol_config.request_body_mode = mode
+    message.protocol_config.response_body_mode = mode
+    return message
+
+
+STREAMED_ANSWER = [
+    b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n',
+    b'data: {"choices":[],"usage":{"completion',
+    b'_tokens":7}}\n\ndata: [DONE]\n\n',
+]
+JSON_ANSWER = [b'{"choices":[{"message":{"content":"hi"}}],', b'"usage":{"completion_tokens":7}}']
+
+
+@pytest.mark.parametrize("budgeted", [True, False])
+@pytest.mark.parametrize(
+    ("pieces", "trailers"), [(STREAMED_ANSWER, False), (JSON_ANSWER, True)], ids=["sse", "json"]
+)
+def test_a_full_duplex_response_is_given_back_as_it_came_and_its_usage_settles_the_charge(
+    budgeted: bool, pieces: list[bytes], trailers: bool
+) -> None:
+    flow = {"budgets": [{"tenant": "a" if budgeted else "other", "output_tokens": 1000}]}
+    state = _State(_config({"address": "127.0.0.1:9100", "flow": flow}), [10, 10, 10])
+    controller = FlowController(
+        settings=lambda pool: FlowControl.model_validate(flow),
+        saturated=lambda pool: False,
+        ready=lambda pool: True,
+        clock=lambda: 0.0,
+    )
+
+    def charged() -> dict[object, object]:
+        return {row["tenant"]: row["charged"] for row in controller.budgets.rows()}
+
+    exchange = Exchange(state.picker(), pool="chat", gateway=True, flow=controller)
+    exchange.on(_both_duplex(_with_header("x-gateway-inference-fairness-id", "a")))
+    exchange.on(
+        ext.ProcessingRequest(request_body=ext.HttpBody(body=_body("hi"), end_of_stream=True))
+    )
+    assert charged() == ({"a": 256} if budgeted else {})  # the default estimate
+
+    # Full duplex already sends the body: no mode to ask for (the gateway allows none).
+    [answer] = exchange.on(_response_headers(ADDRESSES[0]))
+    assert answer.WhichOneof("response") == "response_headers"
+    assert not answer.HasField("mode_override")
+    # Envoy passes on only what comes back: each piece, as it came, at once.
+    for n, piece in enumerate(pieces):
+        end = not trailers and n == len(pieces) - 1
+        message = ext.ProcessingRequest(response_body=ext.HttpBody(body=piece, end_of_stream=end))
+        [back] = exchange.on(message)
+        streamed = back.response_body.response.body_mutation.streamed_response
+        assert (streamed.body, streamed.end_of_stream) == (piece, end)
+    if trailers:  # a body with trailers ends with them, not with end_of_stream
+        [back] = exchange.on(ext.ProcessingRequest(response_trailers=ext.HttpTrailers()))
+        assert back.WhichOneof("response") == "response_trailers"
+    # Settled by what the usage said, before the stream closes.
+    assert charged() == ({"a": 7} if budgeted else {})
