@@ -20,6 +20,9 @@ class Signal(StrEnum):
 
     RUNNING = "running"
     """Requests in the running batch (count)."""
+    RUNNING_MEAN = "running_mean"
+    """Requests in the running batch, averaged over the rate window (count): the batch the
+    window's decode steps ran with, which an instantaneous ``RUNNING`` only samples."""
     WAITING = "waiting"
     """Requests queued for a batch slot (count)."""
     BATCH_SLOTS = "batch_slots"

@@ -108,6 +108,10 @@ class ScrapeSource:
             else:
                 values.update(derived)
         snapshots.append((observed_at, snapshot))
+        running = [s.gauges[Signal.RUNNING] for _, s in snapshots if Signal.RUNNING in s.gauges]
+        if running:
+            # The batch over the same window as the rates (a step's stall grows with it).
+            values[Signal.RUNNING_MEAN] = sum(running) / len(running)
         if Signal.STARTED_AT not in values and history.restarted_at is not None:
             values[Signal.STARTED_AT] = history.restarted_at
         sample = Sample.build(

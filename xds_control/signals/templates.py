@@ -46,6 +46,7 @@ def _mean(histogram: str) -> str:
 ENGINE_TEMPLATES: Mapping[Engine, Mapping[Signal, str]] = {
     Engine.VLLM: {
         Signal.RUNNING: "sum by($label)(vllm:num_requests_running)",
+        Signal.RUNNING_MEAN: "sum by($label)(avg_over_time(vllm:num_requests_running[$window]))",
         Signal.WAITING: "sum by($label)(vllm:num_requests_waiting)",
         # V1 renamed gpu_cache_usage_perc to kv_cache_usage_perc; `or` serves both versions.
         Signal.KV_USAGE: "max by($label)(vllm:kv_cache_usage_perc)"
@@ -69,6 +70,7 @@ ENGINE_TEMPLATES: Mapping[Engine, Mapping[Signal, str]] = {
     },
     Engine.SGLANG: {
         Signal.RUNNING: "sum by($label)(sglang:num_running_reqs)",
+        Signal.RUNNING_MEAN: "sum by($label)(avg_over_time(sglang:num_running_reqs[$window]))",
         Signal.WAITING: "sum by($label)(sglang:num_queue_reqs)",
         Signal.KV_USAGE: "max by($label)(sglang:token_usage)",
         Signal.PREFIX_HIT_RATIO: "max by($label)(sglang:cache_hit_rate)",
