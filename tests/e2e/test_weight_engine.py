@@ -34,7 +34,9 @@ async def engine_stack(tmp_path: Path) -> AsyncIterator[Callable[..., SimStack]]
     stacks: list[SimStack] = []
 
     def make(**kwargs: Any) -> SimStack:
-        stacks.append(sim_stack(tmp_path, **kwargs))
+        workdir = tmp_path / f"stack-{len(stacks)}"  # a test may run two side by side
+        workdir.mkdir()
+        stacks.append(sim_stack(workdir, **kwargs))
         return stacks[-1]
 
     try:
@@ -196,61 +198,103 @@ def published(metrics: str) -> float:
 
 
 STEADY_SCALE = 0.5
-"""The steady minute runs four times faster than real time: the simulated GPUs at a quarter of
-their step times, four times the requests per second (the same per cycle and the same queues),
-and the engine's clocks (reconcile, scrape, window, settle, warm-up, ...) at a quarter. A cycle
-sees what a real one would, so "a minute" is 60 cycles and the bounds are per cycle."""
+"""The steady minute runs twice as fast as real time: the simulated GPUs at half their step
+times, twice the requests per second (the same per cycle and the same queues), and the
+engine's clocks (reconcile, scrape, window, settle, warm-up, ...) at half. A cycle sees what a
+real one would, so "a minute" is 60 cycles and the bounds are per cycle."""
 
 
-async def test_mixed_fleet_settles_near_capacity_ratio_without_flapping(
-    engine_stack: Callable[..., SimStack],
-) -> None:
-    # Two fast GPUs, two slow ones: an L4's decode step is 3.5x an H100's (sim profiles).
+async def _steady_minute(
+    stack: SimStack, *, rate: float, input_mean: float, output_mean: float, settle: int
+) -> tuple[float, list[dict[str, int]]]:
+    """Serve ``rate`` requests a second (at real speed) through ``stack``'s engine, settle for
+    ``settle`` cycles (60: the capacity average, 5% a cycle, has then come within 5% of the
+    fleet's, so what moves in the minute after is noise, not convergence), and return the
+    snapshots published in the next 60 cycles and the weights Envoy ran each cycle."""
     scale = STEADY_SCALE
-    stack = engine_stack(
-        profiles=["vllm-h100", "vllm-h100", "vllm-l4", "vllm-l4"], time_scale=scale
-    )
     signals, weights = scaled_engine(
         time_scale=scale,
         signals={"scrape": {"enabled": True, "interval_s": 0.5}, "reconcile_period_s": 1.0},
         weights={},
     )
     await stack.start(engine_config(stack, signals=signals, weights=weights))
-    load_in_background(stack, rate=10 / scale, seconds=200 * scale)
-    # Settle for 60 cycles: the capacity average (5% a cycle) has then come within 5% of the
-    # fleet's, so what moves in the minute after is noise, not convergence.
-    await asyncio.sleep(60 * scale)
-
+    load_in_background(
+        stack,
+        rate=rate / scale,
+        seconds=(settle + 80) * scale,
+        input_mean=input_mean,
+        output_mean=output_mean,
+    )
+    await asyncio.sleep(settle * scale)
     before = published(await stack.control_plane.metrics())
     history = []
     for _ in range(60):  # one steady minute: 60 cycles
         await asyncio.sleep(1 * scale)
         history.append(await stack.envoy_weights())
-    pushes = published(await stack.control_plane.metrics()) - before
+    return published(await stack.control_plane.metrics()) - before, history
+
+
+async def test_steady_load_holds_weights_still_and_identical_servers_level(
+    engine_stack: Callable[..., SimStack],
+) -> None:
+    """Two fleets side by side, each with an engine and an Envoy of its own, for one steady
+    minute each (together, since each takes a minute):
+
+    - a mixed fleet, two H100s and two L4s (an L4's decode step is 3.5x an H100's), under
+      light chat traffic: weights near the capacity ratio, a few pushes at most and never
+      back to a level a weight left more than once, and each pair within 10%;
+    - four identical A100s at about 80% of what they serve of the benchmark's chat traffic
+      (730 prompt, 150 output tokens): prefills stall decodes, and each server's share of the
+      stalls follows its share of the traffic, which its weight sets. They end within 10% of
+      each other, with at most 2 pushes in the minute.
+    """
+    scale = STEADY_SCALE
+    mixed = engine_stack(
+        profiles=["vllm-h100", "vllm-h100", "vllm-l4", "vllm-l4"], time_scale=scale
+    )
+    identical = engine_stack(profiles=["vllm-a100"] * 4, time_scale=scale)
+    (mixed_pushes, mixed_history), (identical_pushes, identical_history) = await asyncio.gather(
+        _steady_minute(mixed, rate=10, input_mean=200, output_mean=40, settle=60),
+        # 90 cycles: under this load the weights' slow averages, which start from the idle
+        # fleet's, take that long to reach the loaded level they settle on together.
+        _steady_minute(identical, rate=7, input_mean=730, output_mean=150, settle=90),
+    )
+
     # Flapping is a weight going back to a level it left; converging moves are not.
-    levels = {name: [w[name] for w in history] for name in history[0]}
+    levels = {name: [w[name] for w in mixed_history] for name in mixed_history[0]}
     changes = {
         name: [a for a, b in itertools.pairwise(seq) if a != b] + [seq[-1]]
         for name, seq in levels.items()
     }
     flips = sum(len(seq) - len(set(seq)) for seq in changes.values())
-    # The dead band follows each weight's measured noise, and the decode step is read net of
-    # the prefill stalls in it: a steady minute moves a weight a few times at most, and never
-    # back to a level it left more than once.
-    assert pushes <= 5, f"{pushes} weight pushes in a steady minute: {changes}"
+    # Capacity is read against the pool's common line of step over prefill work, pooled
+    # within the noise, and the dead band follows each weight's measured noise: a steady
+    # minute moves a weight a few times at most, and never back to a level it left more
+    # than once.
+    assert mixed_pushes <= 5, f"{mixed_pushes} weight pushes in a steady minute: {changes}"
     assert flips <= 1, f"weights flapped: {changes}"
     assert all(max(s) - min(s) <= 10 for s in changes.values()), f"weights swung: {changes}"
-
-    weights = await stack.envoy_weights()
+    weights = await mixed.envoy_weights()
     fast = (weights["s0"] + weights["s1"]) / 2
     slow = (weights["s2"] + weights["s3"]) / 2
     assert 2.5 <= fast / slow <= 5.0, weights
+    for pair in (("s0", "s1"), ("s2", "s3")):
+        alike = [weights[name] for name in pair]
+        assert max(alike) <= 1.1 * min(alike), f"identical servers {pair}: {weights}"
 
-    async def envoy_runs_the_engine_weights() -> bool:
-        decisions = await stack.decisions()
-        return {n: d["weight"] for n, d in decisions.items()} == await stack.envoy_weights()
+    last = identical_history[-1]
+    assert max(last.values()) <= 1.1 * min(last.values()), f"identical servers: {last}"
+    assert identical_pushes <= 2, (
+        f"{identical_pushes} weight pushes in a steady minute: {identical_history[::10]}"
+    )
 
-    await eventually(envoy_runs_the_engine_weights, what="Envoy to run the engine's weights")
+    for stack in (mixed, identical):
+
+        async def envoy_runs_the_engine_weights(stack: SimStack = stack) -> bool:
+            decisions = await stack.decisions()
+            return {n: d["weight"] for n, d in decisions.items()} == await stack.envoy_weights()
+
+        await eventually(envoy_runs_the_engine_weights, what="Envoy to run the engine's weights")
 
 
 async def test_failing_server_is_marked_unhealthy_in_eds_not_weighted_zero(

@@ -90,28 +90,27 @@ class WeightPolicy(StrictModel):
         default=0.05,
         gt=0,
         le=1,
-        description="EWMA weight of each cycle's capacity reading. Capacity is a property of "
-        "the hardware that one window's inter-token latency measures noisily (+-25% on a lightly "
-        "loaded server, as prefills stall decodes); 0.05 at a 1 s cycle averages ~20 s; a "
-        "real drop is followed at once (capacity_drop). Queues move fast: the queue factor "
-        "is not smoothed so.",
+        description="EWMA weight of each cycle's reading of an endpoint's speed (its step over "
+        "the pool's common line of step over prefill work, docs/weights.md) and of the line "
+        "itself. Speed is a property of the hardware that one window measures noisily; 0.05 at "
+        "a 1 s cycle averages ~20 s. A real slowdown is followed at once (capacity_drop).",
     )
     capacity_recent_alpha: float = Field(
         default=0.3,
         gt=0,
         le=1,
-        description="EWMA weight of each cycle's capacity reading in the recent capacity, a "
-        "second, quick average kept only to catch real drops (0.3: a few cycles); never slower "
+        description="EWMA weight of each cycle's speed reading in the recent speed, a second, "
+        "quick average kept only to catch real slowdowns (0.3: a few cycles); never slower "
         "than capacity_alpha.",
     )
     capacity_drop: float = Field(
         default=0.3,
         gt=0,
         lt=1,
-        description="When the recent capacity is this fraction below the smoothed one, the "
-        "smoothed one jumps down to it: a slowed server loses its weight within seconds and "
-        "wins it back at capacity_alpha's pace. 0.3 is several times the quick average's noise "
-        "(+-25% readings average to about +-5%), so noise does not trip it.",
+        description="The least fall the recent capacity must show below the smoothed one "
+        "before the smoothed one jumps down to it (it must also pass three standard "
+        "deviations of the pool's measured noise): a slowed server loses its weight within a "
+        "rate window and wins it back at capacity_alpha's pace.",
     )
     max_num_seqs: int = Field(
         default=256,
@@ -151,8 +150,19 @@ class WeightPolicy(StrictModel):
         default=0.3,
         ge=0,
         le=1,
-        description="SLO factor 1 - c*(1 - compliance); gentle, because missed TTFT is mostly "
-        "the queue and capacity factors' business and counting it twice would oscillate.",
+        description="SLO factor 1 - c*(best - compliance), the shortfall against the pool's "
+        "best averaged compliance; gentle, because missed TTFT is mostly the queue and capacity "
+        "factors' business and counting it twice would oscillate.",
+    )
+    slo_alpha: float = Field(
+        default=0.02,
+        gt=0,
+        le=1,
+        description="EWMA weight of each cycle's TTFT compliance. One rate window's compliance "
+        "swings with a few requests that arrived together (identical servers at steady load "
+        "read 0.7-1.0 SLO factors cycle to cycle); averaged over ~50 s at a 1 s cycle it says "
+        "how a server meets its target, and a burst, which the queue factor answers at once, "
+        "moves it by a few percent. 1: no average.",
     )
     ttft_slo_s: float = Field(
         default=1.0,

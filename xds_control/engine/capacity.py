@@ -21,7 +21,9 @@ endpoint with only compute per execution has no capacity reading there and is as
 pool's ``typical``, as an endpoint with no reading yet. A pool with none (Triton or ONNX
 Runtime only) compares compute per execution among its endpoints.
 
-Either reading counts every prefill that stalled a step; ``_without_stalls`` takes it out.
+Either reading counts every prefill that stalled a step: each is read against its group's
+common line of step over prefill work (``engine/speed.py``), and the capacity is the endpoint's
+slots over that line's decode step scaled by the endpoint's slowness, pooled with its peers'.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ import numpy as np
 from xds_control.config import WeightPolicy
 from xds_control.engine.columns import Column, Mask
 from xds_control.engine.decision import WeightDecision
-from xds_control.engine.factors import capacity_estimate
+from xds_control.engine.factors import MIN_STEP_S, capacity_estimate
 from xds_control.engine.inputs import Inputs
+from xds_control.engine.speed import FIT, SPEED, Speed, pooled, read_speed
 from xds_control.engine.stability import ewma
 from xds_control.signals import Sample, Signal
 
@@ -46,7 +49,6 @@ __all__ = [
     "BY_EXECUTION",
     "BY_STEP",
     "CAPACITY_CEILING",
-    "STALL_FIT",
     "Capacity",
     "assess_capacity",
     "fleet_step_scale",
@@ -70,16 +72,13 @@ class Capacity:
     slots: Column
     """Batch slots: exported, else the endpoint's configured, else the pool's default."""
     estimate: Column
-    """Smoothed absolute capacity; the capacity factor is this over ``best``."""
-    recent: Column
-    """Quick EWMA of the same readings."""
+    """Absolute capacity this cycle (NaN: no reading); the capacity factor is this over
+    ``best``."""
     kept_estimate: Column
-    """``estimate``, else the last one: what the next cycle smooths from."""
-    kept_recent: Column
-    """``recent``, else the last one."""
-    fit: Column
-    """Shape (4, n): the running means of x, y, x*x and x*y (``STALL_FIT``) of the fit of
-    each endpoint's decode step (y) to the prefill work in it (x), kept for the next cycle."""
+    """``estimate``, else the one the endpoint's kept slowness gives: what the route over
+    pools counts and an idle endpoint keeps."""
+    speed: Speed
+    """Each endpoint's slowness against its group's line, and the state the next cycle reads."""
     best: float
     """The pool's best estimate, counting idle endpoints at their last one; 0 if none."""
     typical: float
@@ -105,15 +104,6 @@ class Capacity:
             return BY_DATA_PATH_SCALED if self.scaled else BY_DATA_PATH
         return self.measure
 
-
-STALL_FIT = ("stall_fit_x", "stall_fit_y", "stall_fit_xx", "stall_fit_xy")
-"""The ``WeightDecision`` fields that carry the stall fit, in ``Capacity.fit`` row order."""
-
-# Below this spread of the prefill work (its coefficient of variation squared) the fit cannot
-# tell a slope from noise, and nothing is taken off the decode step.
-_MIN_SPREAD = 0.01
-
-_MOSTLY_STALL = 0.5
 
 _WORK_CEILING = 1e9
 """Prefill tokens per decode step beyond any real batch."""
@@ -156,10 +146,14 @@ def _timing(inputs: Inputs, *, data_path: bool, fleet_scale: float | None, alpha
     by_path = (engine_step != engine_step) & (path_step == path_step)
     if not data_path:
         by_path = np.zeros_like(by_path)
-    engine_work = inputs.signal(Signal.RUNNING) * inputs.signal(Signal.PREFILL_RATIO)
-    path_work = inputs.signal(Signal.DATAPATH_INFLIGHT) * inputs.signal(
-        Signal.DATAPATH_PROMPT_RATIO
-    )
+    # The batch the window's steps ran with: its mean over the window where the source has it.
+    running = inputs.signal(Signal.RUNNING_MEAN)
+    running = np.where(running == running, running, inputs.signal(Signal.RUNNING))
+    with np.errstate(over="ignore"):  # garbage counts overflow: read as no reading below
+        engine_work = running * inputs.signal(Signal.PREFILL_RATIO)
+        path_work = inputs.signal(Signal.DATAPATH_INFLIGHT) * inputs.signal(
+            Signal.DATAPATH_PROMPT_RATIO
+        )
     return _Timing(
         step=np.where(by_path, path_step * pool_scale, engine_step),
         work=np.where(by_path, path_work, engine_work),
@@ -167,87 +161,6 @@ def _timing(inputs: Inputs, *, data_path: bool, fleet_scale: float | None, alpha
         scaled=scaled,
         step_scale=scale,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _Line:
-    intercept: Column
-    slope: Column
-    fitted: Mask
-    """Where the work varied enough to fit a slope (elsewhere the slope is 0: no stall is
-    taken off, so a changed server shows in the raw reading)."""
-
-
-def _line(fit: Column) -> _Line:
-    """The line of a fit's running means (x, y, x*x, x*y): no slope (0) where the work did not
-    vary enough to tell one from noise; NaN where there is no fit."""
-    mean_x, mean_y, mean_xx, mean_xy = fit
-    spread = mean_xx - mean_x * mean_x
-    with np.errstate(invalid="ignore"):
-        fitted = spread > _MIN_SPREAD * mean_x * mean_x
-    with np.errstate(invalid="ignore", divide="ignore"):
-        slope = np.where(fitted, (mean_xy - mean_x * mean_y) / spread, 0.0)
-    slope = np.where(slope == slope, np.maximum(slope, 0.0), 0.0)
-    return _Line(intercept=mean_y - slope * mean_x, slope=slope, fitted=fitted)
-
-
-def _without_stalls(
-    inputs: Inputs, *, step: Column, x: Column, alpha: float, drop: float
-) -> tuple[Column, Column]:
-    """The decode step less the prefill stalls in it, and the fit carried on.
-
-    A step that also prefills takes as long as both, and the decode step the engine reads (the
-    mean time between output tokens) counts it for every sequence it held up: under prompt-heavy
-    load the reading is mostly prefill, and it rises and falls with the server's share of the
-    traffic, which the weight itself sets. Per endpoint, the reading is fitted as a line in the
-    prefill work per step ``x`` (the engine's ``running * prefill tokens per output token``, or
-    the data path's ``in flight * request bytes per response byte``; running means, at
-    ``alpha`` a cycle, of x, y, x*x and x*y): the slope is the server's prefill time per unit
-    of work, measured on its own traffic; the step less ``slope * x`` is the decode step alone,
-    which is what the hardware can do and does not follow the load. A reading ``drop`` off
-    the fitted line (either way, in ratio) restarts the fit at it, the line scaled by the
-    change: the server changed, and its prefill with it.
-    """
-    with np.errstate(invalid="ignore"):
-        # Garbage (absurd counts or steps) would overflow the squares: no reading.
-        fresh = (step < _STEP_CEILING_S) & (x < _WORK_CEILING)
-    last = np.vstack([inputs.last(name) for name in STALL_FIT])
-    has_last = last[0] == last[0]
-    # The line the fit held before this cycle: a reading far off it at this cycle's work is a
-    # server that changed (slowed down, recovered), not a point of the same line. Fitted on
-    # together, the two regimes read as one steep slope (the slowed server runs more requests
-    # at once, so its work grows with its step) and the slowdown as prefill stall: the
-    # capacity would never fall. So the fit starts afresh at the new reading, its line scaled
-    # by the change (a slowed GPU prefills slower too): the slope times the reading over
-    # what the line expected, over the spread of work the fit had measured.
-    before = _line(last)
-    work = np.where(x == x, x, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        expected = before.intercept + before.slope * work
-        change = step / expected
-        broke = (np.abs(np.log(change)) > -np.log(1.0 - drop)) & before.fitted & (expected > 0.0)
-        spread = last[2] - last[0] * last[0]
-        rescaled = np.vstack(
-            (
-                work,
-                step,
-                work * work + spread,
-                work * step + before.slope * change * spread,
-            )
-        )
-        now = np.vstack((x, step, x * x, x * step))
-    fit = np.where(
-        fresh,
-        np.where(broke, rescaled, np.where(has_last, ewma(last, now, alpha=alpha), now)),
-        last,
-    )
-    slope = _line(fit).slope
-    stall = slope * np.where(x == x, x, 0.0)
-    # A reading that is mostly stall counts as half its step at least: what the fit takes
-    # off is least sure there, and a server whose clients wait on prefill that long is slow
-    # for them (a slowed server under a prompt-heavy load reads so before the fit learns it).
-    clean = np.maximum(step - stall, (1.0 - _MOSTLY_STALL) * step)
-    return clean, fit
 
 
 def assess_capacity(
@@ -258,9 +171,9 @@ def assess_capacity(
     data_path: bool = False,
     fleet_scale: float | None = None,
 ) -> Capacity:
-    """Smooth this cycle's capacity readings into each endpoint's estimate. ``decode_step``:
-    the endpoints whose engine exports a decode step (vLLM, SGLang); with any, or with the
-    data path on (``data_path``), the pool is measured in decode steps, else in compute per
+    """Read this cycle's step readings into each endpoint's capacity. ``decode_step``: the
+    endpoints whose engine exports a decode step (vLLM, SGLang); with any, or with the data
+    path on (``data_path``), the pool is measured in decode steps, else in compute per
     execution. ``fleet_scale``: the fleet's median ``step_scale`` (``fleet_step_scale``)."""
     exported = inputs.signal(Signal.BATCH_SLOTS)
     # An exported 0 is no better than none.
@@ -268,56 +181,55 @@ def assess_capacity(
     timed = _timing(
         inputs, data_path=data_path, fleet_scale=fleet_scale, alpha=policy.capacity_alpha
     )
-    step, fit = _without_stalls(
-        inputs,
-        step=timed.step,
-        x=timed.work,
-        alpha=policy.capacity_alpha,
-        drop=policy.capacity_drop,
-    )
     if data_path:
         # Every endpoint is timed alike; one with no reading yet is new or idle, as anywhere.
         measure = BY_STEP if decode_step.any() else BY_DATA_PATH
-        timing = step
+        timing, work = timed.step, timed.work
         assumed = np.zeros(len(inputs.addresses), dtype=np.bool_)
     elif decode_step.any():
-        measure, timing = BY_STEP, step
-        assumed = ~decode_step & (step != step)
+        measure, timing, work = BY_STEP, timed.step, timed.work
+        assumed = ~decode_step & (timed.step != timed.step)
     else:
+        # A whole request per execution: no prefill work to take out.
         measure = BY_EXECUTION
-        timing = np.where(step == step, step, inputs.signal(Signal.EXEC_COMPUTE_S))
+        timing = np.where(
+            timed.step == timed.step, timed.step, inputs.signal(Signal.EXEC_COMPUTE_S)
+        )
+        work = np.where(timed.step == timed.step, timed.work, 0.0)
         assumed = np.zeros(len(inputs.addresses), dtype=np.bool_)
-    raw = capacity_estimate(batch_slots=slots, decode_step_s=timing)
-    # No reading (idle: no tokens, no steps), or absurd slots or step.
-    valid = (raw > 0.0) & (raw < CAPACITY_CEILING)
-    # An assumed endpoint's last estimate, if any, was in another measure: dropped.
-    last = np.where(assumed, np.nan, inputs.last("capacity_estimate"))
-    last_recent = inputs.last("capacity_recent")
-    last_recent = np.where(last_recent == last_recent, last_recent, last)
-    has_last = last == last
-    estimate = np.where(has_last, ewma(last, raw, alpha=policy.capacity_alpha), raw)
-    # The recent capacity is never the slower average: on a rise it must not lag the estimate.
-    recent_alpha = max(policy.capacity_recent_alpha, policy.capacity_alpha)
-    recent = np.where(has_last, ewma(last_recent, raw, alpha=recent_alpha), raw)
-    # A real drop, not noise: follow it now.
-    estimate = np.where(recent < (1.0 - policy.capacity_drop) * estimate, recent, estimate)
-    estimate = np.where(valid, estimate, np.nan)
-    recent = np.where(valid, recent, np.nan)
-    # The best counts endpoints with no reading this cycle at their last estimate: an idle
+    with np.errstate(invalid="ignore"):
+        # Garbage (absurd counts or steps) would overflow the fit's squares: no reading.
+        readable = (timing > 0.0) & (timing < _STEP_CEILING_S) & ~(work >= _WORK_CEILING)
+    # An assumed endpoint's state, if any, was in another measure: dropped.
+    last = _last_speed(inputs, drop=assumed)
+    speed = read_speed(
+        # A step under MIN_STEP_S is a broken metric, as in ``capacity_estimate``.
+        step=np.where(readable & ~assumed, np.maximum(timing, MIN_STEP_S), np.nan),
+        work=np.where(work == work, np.maximum(work, 0.0), 0.0),
+        group=timed.by_data_path,
+        last=last,
+        alpha=policy.capacity_alpha,
+        recent_alpha=max(policy.capacity_recent_alpha, policy.capacity_alpha),
+        drop=policy.capacity_drop,
+    )
+    slowness = pooled(speed, group=timed.by_data_path)
+    with np.errstate(invalid="ignore", over="ignore"):
+        kept = capacity_estimate(
+            batch_slots=slots, decode_step_s=speed.reference_step * np.exp(slowness)
+        )
+    # No reading ever, or absurd slots or step.
+    known = (kept > 0.0) & (kept < CAPACITY_CEILING)
+    kept = np.where(known, kept, np.nan)
+    # The best counts endpoints with no reading this cycle at their kept estimate: an idle
     # fast server (no tokens, so no decode step) has not lost its speed, and without it the
     # best would be a slow busy one, whose weight would jump to the top.
-    known = np.concatenate((estimate[valid], last[~valid & has_last]))
-    best = float(known.max()) if known.size else 0.0
-    typical = float(np.median(known / best)) if best > 0.0 else 1.0
+    best = float(np.nanmax(kept)) if known.any() else 0.0
+    typical = float(np.median(kept[known] / best)) if best > 0.0 else 1.0
     return Capacity(
         slots=slots,
-        estimate=estimate,
-        recent=recent,
-        kept_estimate=np.where(valid, estimate, last),
-        kept_recent=np.where(
-            valid, recent, np.where(assumed, np.nan, inputs.last("capacity_recent"))
-        ),
-        fit=fit,
+        estimate=np.where(readable & ~assumed, kept, np.nan),
+        kept_estimate=kept,
+        speed=speed,
         best=best,
         typical=typical,
         measure=measure,
@@ -325,6 +237,24 @@ def assess_capacity(
         by_data_path=timed.by_data_path,
         scaled=timed.scaled,
         step_scale=timed.step_scale,
+    )
+
+
+def _last_speed(inputs: Inputs, *, drop: Mask) -> Speed:
+    """The speed state the previous decisions kept (none where ``drop``)."""
+
+    def kept(name: str) -> Column:
+        return np.where(drop, np.nan, inputs.last(name))
+
+    slowness, recent, noise = (kept(name) for name in SPEED)
+    nothing = np.full(len(inputs.addresses), np.nan)
+    return Speed(
+        slowness=slowness,
+        recent=recent,
+        noise=noise,
+        fit=np.vstack([kept(name) for name in FIT]),
+        reference_step=nothing,
+        group_noise=nothing,
     )
 
 

@@ -25,7 +25,7 @@ from xds_control.engine.decision import Factors, WeightDecision
 from xds_control.engine.engines import engine_columns
 from xds_control.engine.health import assess_pool_health
 from xds_control.engine.inputs import Inputs, gather
-from xds_control.engine.score import product, score_factors
+from xds_control.engine.score import Scored, product, score_factors
 from xds_control.engine.stability import Published, ewma, noise_alpha, publish
 from xds_control.engine.staleness import base_weight, stale_target
 from xds_control.engine.warmup import Ramp, ramp
@@ -74,7 +74,8 @@ def compute_weights(
     )
     health, health_reasons = assess_pool_health(inputs, policy.health)
     warmup = ramp(inputs, starting=not previous, now=now, policy=policy)
-    factors = score_factors(inputs, capacity, stale=stale, engine_base=engine_base, policy=policy)
+    scored = score_factors(inputs, capacity, stale=stale, engine_base=engine_base, policy=policy)
+    factors = scored.factors
     score = product(factors)
     smoothed = _smooth(
         inputs,
@@ -107,6 +108,7 @@ def compute_weights(
         score=score,
         smoothed=smoothed,
         published=published,
+        scored=scored,
         now=now,
     )
 
@@ -199,11 +201,12 @@ def _decisions(
     score: Column,
     smoothed: Smoothed,
     published: Published,
+    scored: Scored,
     now: float,
 ) -> dict[str, WeightDecision]:
     """One ``WeightDecision`` per endpoint, from the columns, field by field in order.
 
-    ``_make`` takes each row's 28 fields as one tuple; calling the constructor with 28
+    ``_make`` takes each row's 33 fields as one tuple; calling the constructor with 33
     positional arguments costs half as much again, a few ms at 10,000 endpoints."""
     weights = published.weight.astype(np.int64).tolist()
     candidates = published.candidate.astype(np.int64).tolist()
@@ -238,11 +241,15 @@ def _decisions(
         candidates,
         published.candidate_since.tolist(),
         optional(capacity.kept_estimate),
-        optional(capacity.kept_recent),
-        *map(optional, capacity.fit),
+        optional(capacity.speed.slowness),
+        optional(capacity.speed.recent),
+        optional(capacity.speed.noise),
+        *map(optional, capacity.speed.fit),
         published.mean.tolist(),
         published.spread.tolist(),
         optional(capacity.step_scale),
+        optional(scored.compliance),
+        optional(scored.compliance_noise),
         strict=True,
     )
     return dict(zip(inputs.addresses, map(WeightDecision._make, fields), strict=True))

@@ -83,20 +83,24 @@ class WeightDecision(NamedTuple):
     candidate_since: float
     """Since when ``candidate`` has not changed (a settled candidate is published)."""
     capacity_estimate: float | None = None
-    """Smoothed absolute capacity (batch slots per second of decode step); ``None`` until the
-    endpoint reported a decode step. The capacity factor is this over the pool's best."""
-    capacity_recent: float | None = None
-    """Quick EWMA of the same readings; when it falls ``capacity_drop`` below the estimate,
-    the estimate jumps down to it."""
-    stall_fit_x: float | None = None
-    """Running mean of the prefill work per decode step (running x prefill tokens per output
-    token); with the three below, the fit of the decode step to it (``engine/capacity.py``)."""
-    stall_fit_y: float | None = None
-    """Running mean of the decode step reading (seconds)."""
-    stall_fit_xx: float | None = None
-    """Running mean of the prefill work squared."""
-    stall_fit_xy: float | None = None
-    """Running mean of the prefill work times the decode step."""
+    """Absolute capacity (batch slots per second of decode step) from the endpoint's pooled
+    slowness; ``None`` until the endpoint reported a step. The capacity factor is this over
+    the pool's best."""
+    slowness: float | None = None
+    """Slow average of the endpoint's step readings against its group's line, in natural log
+    (0: the group's median server; ``engine/speed.py``); ``None`` until it reported a step."""
+    slowness_recent: float | None = None
+    """Quick average of the same; when it passes the slow one by the band, the slow one
+    jumps to it."""
+    slowness_noise: float | None = None
+    """Mean square distance of one reading's slowness from the slow average."""
+    fit_w: float | None = None
+    """Running mean of the weight (1 / step squared) of the endpoint's readings; with the four
+    below, its moments in the fit of its group's line of step over prefill work."""
+    fit_wx: float | None = None
+    fit_wxx: float | None = None
+    fit_wy: float | None = None
+    fit_wxy: float | None = None
     weight_mean: float | None = None
     """Slow average of ``smoothed`` (over the policy's ``settle_s``)."""
     weight_spread: float | None = None
@@ -107,6 +111,12 @@ class WeightDecision(NamedTuple):
     """Smoothed ratio of the engine's decode step to the data path's time per response byte on
     this endpoint (about its bytes per output token); the pool's median puts a data-path
     reading on the engines' scale (``engine/capacity.py``). ``None`` until both were read."""
+    slo_compliance: float | None = None
+    """Share of requests that met the TTFT target, averaged at ``slo_alpha``; the SLO factor
+    reads how far it falls short of the pool's best (``engine/score.py``). ``None`` until
+    read."""
+    slo_noise: float | None = None
+    """Mean square distance of one window's compliance from ``slo_compliance``."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable explanation (``/v1/weights?explain=1``)."""

@@ -22,6 +22,7 @@ import numpy as np
 from xds_control.discovery import Endpoint
 from xds_control.engine.columns import Column, Mask
 from xds_control.engine.decision import WeightDecision
+from xds_control.engine.speed import FIT, SPEED
 from xds_control.signals import Sample, Signal
 
 __all__ = ["SIGNALS", "STATE", "WEIGHT_SIGNALS", "Inputs", "gather"]
@@ -47,6 +48,7 @@ SIGNALS = (
     Signal.ERROR_RATIO,
     Signal.STARTED_AT,
     Signal.PREFILL_RATIO,
+    Signal.RUNNING_MEAN,
     Signal.DATAPATH_INFLIGHT,
     Signal.DATAPATH_PROMPT_RATIO,
 )
@@ -55,17 +57,16 @@ SIGNALS = (
 _NUMBERS = ("smoothed", "weight", "candidate", "candidate_since", "computed_at")
 _OPTIONAL = (
     "capacity_estimate",
-    "capacity_recent",
     "started_at",
     "warmup_from",
     "first_seen_at",
-    "stall_fit_x",
-    "stall_fit_y",
-    "stall_fit_xx",
-    "stall_fit_xy",
+    *SPEED,
+    *FIT,
     "weight_mean",
     "weight_spread",
     "step_scale",
+    "slo_compliance",
+    "slo_noise",
 )
 STATE = (*_NUMBERS, *_OPTIONAL)
 """Row order of ``Inputs.state``: what the next cycle needs of a decision, then its factors."""

@@ -8,6 +8,8 @@ stale endpoint has neutral ones: it gets the base weight (``staleness.py``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from xds_control.config import WeightPolicy
@@ -22,19 +24,58 @@ from xds_control.engine.factors import (
     slo_factor,
 )
 from xds_control.engine.inputs import Inputs
+from xds_control.engine.pooling import Averaged, average, kernel_mean
 from xds_control.signals import Signal
 
-__all__ = ["product", "score_factors"]
+__all__ = ["Scored", "product", "score_factors"]
 
 # Below this the typical relative capacity is garbage (one absurd reading set the best).
 _MIN_TYPICAL = 1e-6
 
 
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """The factors of every endpoint and the averaged TTFT compliance it keeps."""
+
+    factors: Column
+    """Shape (7, n), in ``Factors`` field order."""
+    compliance: Column
+    """Each endpoint's TTFT compliance averaged at ``slo_alpha`` (NaN: never read)."""
+    compliance_noise: Column
+    """Mean square distance of one window's compliance from that average."""
+
+
+def _compliance(inputs: Inputs, *, alpha: float) -> tuple[Averaged, Column]:
+    """Each endpoint's averaged TTFT compliance with its noise, and, where it has a reading,
+    the compliance the SLO factor is read from: 1 less its shortfall against the pool's best.
+
+    Averaged: one window's compliance swings with a few requests that arrived together, which
+    the queue factor answers at once. Pooled within its noise (``pooling.py``): identical
+    servers' averages still wander apart for tens of seconds. Against the pool's best: a pool
+    where every server misses alike gains nothing by moving load between them, and a level
+    that moved for all of them would be a push for each."""
+    reading = inputs.signal(Signal.SLO_TTFT)
+    averaged = average(
+        reading,
+        mean=inputs.last("slo_compliance"),
+        noise=inputs.last("slo_noise"),
+        members=np.ones(len(inputs.addresses), dtype=np.bool_),
+        alpha=alpha,
+    )
+    rows = np.flatnonzero(averaged.mean == averaged.mean)
+    if rows.size == 0:
+        return averaged, np.full(len(inputs.addresses), np.nan)
+    pooled = averaged.mean.copy()
+    pooled[rows] = kernel_mean(averaged.mean[rows], width2=2.0 * averaged.pool_noise)
+    best = float(pooled[rows].max())
+    return averaged, np.where(reading == reading, 1.0 - (best - pooled), np.nan)
+
+
 def score_factors(
     inputs: Inputs, capacity: Capacity, *, stale: Mask, engine_base: Column, policy: WeightPolicy
-) -> Column:
-    """The seven factors of every endpoint, shape (7, n), in ``Factors`` field order;
-    ``engine_base`` is each endpoint's engine base weight."""
+) -> Scored:
+    """The seven factors of every endpoint, in ``Factors`` field order, and the compliance
+    to keep; ``engine_base`` is each endpoint's engine base weight."""
     known = inputs.known
     if capacity.best > 0.0:  # capacities can underflow to 0 on garbage
         relative = capacity.estimate / capacity.best  # best >= estimate >= 0: in [0, 1]
@@ -49,7 +90,7 @@ def score_factors(
     kv = inputs.signal(Signal.KV_USAGE)
     hits = inputs.signal(Signal.PREFIX_HIT_RATIO)
     gpu = inputs.signal(Signal.GPU_MEMORY_USED)
-    slo = inputs.signal(Signal.SLO_TTFT)
+    compliance, slo = _compliance(inputs, alpha=policy.slo_alpha)
     readings = (relative, waiting, kv, hits, gpu, slo)
     computed = (
         capacity_factor(relative, exponent=policy.capacity_exponent),
@@ -65,7 +106,7 @@ def score_factors(
         kept = np.where(known, last[row], 1.0)
         factors[row] = np.where(reading == reading, value, kept)
     factors[6] = np.where(stale & known, last[6], engine_base)
-    return factors
+    return Scored(factors=factors, compliance=compliance.mean, compliance_noise=compliance.noise)
 
 
 def product(factors: Column) -> Column:

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from xds_control.config import WeightPolicy
 from xds_control.engine.columns import Column, Mask
+from xds_control.engine.pooling import kernel_mean
 
 __all__ = ["Published", "ewma", "noise_alpha", "publish", "quantise"]
 
@@ -44,6 +46,46 @@ still get through."""
 _NOISE_CLIP = 3.0
 """One cycle's deviation counts as at most this many standard deviations in the noise it
 measures: a real change is published before it can widen the band it has to pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Peers:
+    """The pool's slow averages and noises pooled within the noise, and which rows are peers."""
+
+    mean: Column
+    spread: Column
+    group: npt.NDArray[np.int64]
+    """Rows whose pooled averages lie within one kernel width of the next share a number;
+    -1: a row not pooled."""
+
+
+def _peers(mean: Column, *, spread: Column, measured: Mask) -> _Peers:
+    """``mean`` and ``spread``, where ``measured``, pooled with the other measured rows'
+    within the weights' noise: a Gaussian kernel of the means' distance as wide as the median
+    measured noise, twice (``pooling.py``)."""
+    group = np.full(mean.shape[0], -1, dtype=np.int64)
+    rows = np.flatnonzero(measured & (mean == mean) & (spread > 0.0))
+    if rows.size < 2:
+        return _Peers(mean=mean, spread=spread, group=group)
+    width2 = 2.0 * float(np.median(spread[rows]))
+    pooled_mean, pooled_spread = mean.copy(), spread.copy()
+    pooled_mean[rows] = kernel_mean(mean[rows], width2=width2)
+    pooled_spread[rows] = kernel_mean(mean[rows], width2=width2, of=spread[rows])
+    order = rows[np.argsort(pooled_mean[rows], kind="stable")]
+    gaps = np.diff(pooled_mean[order]) > np.sqrt(width2)
+    group[order] = np.concatenate(([0], np.cumsum(gaps)))
+    return _Peers(mean=pooled_mean, spread=pooled_spread, group=group)
+
+
+def _together(settled: Mask, *, group: npt.NDArray[np.int64]) -> Mask:
+    """``settled``, and every row of a group in which some row settled: peers pooled to
+    nearly one average cross a threshold on nearly the same cycle, and one push for all of
+    them is better than one each (a row whose average is its weight does not move)."""
+    grouped = group >= 0
+    if not (settled & grouped).any():
+        return settled
+    moving = np.unique(group[settled & grouped])
+    return settled | (grouped & np.isin(group, moving))
 
 
 def noise_alpha(*, elapsed_s: Column, settle_s: float) -> Column:
@@ -98,9 +140,11 @@ def publish(
     steady server stays inside. A move the band holds back is still published once the slow
     average has moved by at least three quarters of a quantum and by three standard errors of
     that average (the noise over the square root of the cycles it averages): the weight
-    converges to a steady target, and identical servers to the same level, because what is
-    published then is the average, not one noisy cycle. A row never published before
-    (``published`` NaN) publishes its candidate at once.
+    converges to a steady target, because what is published then is the average, not one
+    noisy cycle. The averages are pooled with the pool's that lie within the weights' noise
+    first (``_peers``), and when one of such peers settles, all of them do: identical servers
+    settle on one level, in one push. A row never published before (``published`` NaN)
+    publishes its candidate at once.
     """
     quantum = policy.quantum
     first = mean_before != mean_before
@@ -117,15 +161,23 @@ def publish(
     published = np.where(published == published, published, quantise(smoothed, quantum=quantum))
     low, high = np.maximum(published - policy.max_step, 1.0), published + policy.max_step
     candidate = np.maximum(low, np.minimum(quantise(smoothed, quantum=quantum), high))
-    average = np.maximum(low, np.minimum(quantise(mean, quantum=quantum), high))
+    # What a held weight settles on: its slow average, pooled with the pool's averages that lie
+    # within the weights' measured noise (identical servers settle on one level).
+    pooled = _peers(mean, spread=spread_last, measured=measured)
+    peers = pooled.mean
+    average = np.maximum(low, np.minimum(quantise(peers, quantum=quantum), high))
     since = np.where(candidate == candidate_before, candidate_since, now)
     band = np.maximum(
         np.maximum(policy.hysteresis * published, quantum),
         np.minimum(_NOISE_BAND * noise, _NOISE_CAP),
     )
     moved = np.abs(smoothed - published) >= band
-    standard_error = noise * np.sqrt(alpha / (2.0 - alpha))
-    settled = np.abs(mean - published) >= np.maximum(0.75 * quantum, _NOISE_BAND * standard_error)
+    peers_noise = np.where(measured, np.sqrt(pooled.spread), 0.0)
+    standard_error = peers_noise * np.sqrt(alpha / (2.0 - alpha))
+    settled = _together(
+        np.abs(peers - published) >= np.maximum(0.75 * quantum, _NOISE_BAND * standard_error),
+        group=pooled.group,
+    )
     weight = np.where(
         (candidate == published) | moved, candidate, np.where(settled, average, published)
     )

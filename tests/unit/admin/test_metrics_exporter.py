@@ -40,7 +40,7 @@ def decision(address: str, weight: int, *, observed_at: float) -> WeightDecision
         candidate=weight,
         candidate_since=observed_at,
         capacity_estimate=1.0,
-        capacity_recent=1.0,
+        slowness_recent=1.0,
     )
 
 

@@ -55,7 +55,7 @@ def decision(weight: int = 80) -> WeightDecision:
         candidate=80,
         candidate_since=990.0,
         capacity_estimate=3200.0,
-        capacity_recent=3100.0,
+        slowness_recent=3100.0,
     )
 
 

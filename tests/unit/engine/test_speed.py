@@ -1,0 +1,169 @@
+"""Speed against the pool's common line: identical servers read alike under prompt-heavy load
+whatever their share, different GPUs and a slowed server stay apart, and pooling is exact
+enough at any pool size."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from xds_control.config import Pool, WeightPolicy
+from xds_control.discovery import Endpoint
+from xds_control.engine import WeightDecision, compute_weights
+from xds_control.engine.pooling import kernel_mean
+from xds_control.signals import Sample, Signal
+
+NOW = 1_000_000.0
+DECODE_S = 0.020
+PREFILL_PER_TOKEN_S = 0.0002
+
+
+def endpoint(i: int) -> Endpoint:
+    return Endpoint(address=f"10.0.0.{i}:8000", host=f"10.0.0.{i}", port=8000, weight=10)
+
+
+def reading(address: str, *, at: float, slower: float, rng: random.Random) -> Sample:
+    """A prompt-heavy window: a share of the traffic that wanders, so the prefill work and the
+    stalls in the mean time between tokens wander with it (the reading is mostly stall), with
+    10% noise on top."""
+    running = rng.uniform(5.0, 45.0)
+    ratio = rng.uniform(2.0, 40.0)  # prompt tokens prefilled per output token
+    step = slower * (DECODE_S + PREFILL_PER_TOKEN_S * running * ratio) * rng.gauss(1.0, 0.1)
+    return Sample.build(
+        address=address,
+        values=[
+            (Signal.DECODE_STEP_S, step),
+            (Signal.RUNNING_MEAN, running),
+            (Signal.RUNNING, running),
+            (Signal.PREFILL_RATIO, ratio),
+        ],
+        observed_at=at,
+        source="test",
+    )
+
+
+def run(slower: list[float], *, cycles: int, seed: int = 1) -> list[dict[str, WeightDecision]]:
+    pool = Pool(name="p")
+    eps = [endpoint(i) for i in range(len(slower))]
+    rng = random.Random(seed)
+    previous: dict[str, WeightDecision] = {}
+    history = []
+    for cycle in range(cycles):
+        at = NOW + cycle
+        samples = {
+            e.address: reading(e.address, at=at, slower=s, rng=rng)
+            for e, s in zip(eps, slower, strict=True)
+        }
+        previous = compute_weights(
+            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+        )
+        history.append(previous)
+    return history
+
+
+def capacity_factors(decisions: dict[str, WeightDecision]) -> list[float]:
+    return [d.factors.capacity for d in decisions.values()]
+
+
+def test_identical_servers_read_alike_whatever_their_share_of_the_prefills() -> None:
+    """Each window's reading is mostly stall (20 ms of decode under up to 360 ms of prefill)
+    and follows the share each server had: read against the common line, every cycle of the
+    last two minutes gives the four of them capacity factors within 2% of each other."""
+    history = run([1.0, 1.0, 1.0, 1.0], cycles=180)
+    for decisions in history[60:]:
+        factors = capacity_factors(decisions)
+        assert min(factors) >= 0.98, factors
+
+
+def test_a_slower_gpu_and_a_slowed_server_stay_apart() -> None:
+    """An A100-like server 1.9x slower than two H100s keeps its ratio (pooling leaves a
+    difference many noise widths wide alone); one H100 slowed 4x falls to about a quarter
+    within ten cycles, and the other two are unmoved."""
+    history = run([1.0, 1.0, 1.9], cycles=90)
+    factors = capacity_factors(history[-1])
+    assert min(factors[:2]) >= 0.98, factors
+    assert 1.9 * 0.85 <= 1.0 / factors[2] <= 1.9 * 1.15, factors
+
+    pool = Pool(name="p")
+    eps = [endpoint(i) for i in range(3)]
+    rng = random.Random(2)
+    previous = history[-1]
+    seen = []
+    for cycle in range(40):
+        at = NOW + 90 + cycle
+        slower = [4.0, 1.0, 1.0]
+        samples = {
+            e.address: reading(e.address, at=at, slower=s, rng=rng)
+            for e, s in zip(eps, slower, strict=True)
+        }
+        previous = compute_weights(
+            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+        )
+        seen.append(capacity_factors(previous))
+    assert seen[9][0] <= 0.5, [f[0] for f in seen[:12]]
+    assert 0.15 <= seen[-1][0] <= 0.35, seen[-1]
+    assert min(seen[-1][1:]) >= 0.98, seen[-1]
+
+
+def test_pooling_a_large_pool_on_a_grid_gives_the_pair_by_pair_means() -> None:
+    rng = np.random.default_rng(3)
+    values = np.concatenate((rng.normal(0.0, 0.1, 600), rng.normal(0.65, 0.1, 400)))
+    width2 = 0.02
+    kernel = np.exp(-((values[:, None] - values[None, :]) ** 2) / (2.0 * width2))
+    exact = kernel @ values / kernel.sum(axis=1)
+    assert np.abs(kernel_mean(values, width2=width2) - exact).max() < 0.01 * np.sqrt(width2)
+
+
+def test_a_burst_of_missed_ttft_moves_the_slo_factor_by_a_few_percent() -> None:
+    """Two servers meet their target; one of them misses it for five windows. The queue
+    answers a burst; the SLO factor, averaged, gives up a few percent, not 30%."""
+    policy = WeightPolicy()
+    pool = Pool(name="p", weights=policy)
+    eps = [endpoint(1), endpoint(2)]
+    previous: dict[str, WeightDecision] = {}
+    lowest = 1.0
+    for cycle in range(120):
+        at = NOW + cycle
+        samples = {}
+        for e in eps:
+            missed = e is eps[0] and 60 <= cycle < 65
+            samples[e.address] = Sample.build(
+                address=e.address,
+                values=[
+                    (Signal.DECODE_STEP_S, DECODE_S),
+                    (Signal.SLO_TTFT, 0.0 if missed else 1.0),
+                ],
+                observed_at=at,
+                source="test",
+            )
+        previous = compute_weights(
+            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+        )
+        lowest = min(lowest, previous[eps[0].address].factors.slo)
+        assert previous[eps[1].address].factors.slo == 1.0
+    assert 1.0 - policy.slo_coefficient * 5 * policy.slo_alpha * 1.01 <= lowest < 1.0, lowest
+
+
+def test_a_pool_that_misses_its_target_alike_keeps_its_weights() -> None:
+    """Every server misses its TTFT target as often as the others: moving load between them
+    helps nobody, so the SLO factor stays 1 for all, whatever the level."""
+    pool = Pool(name="p")
+    eps = [endpoint(1), endpoint(2), endpoint(3)]
+    previous: dict[str, WeightDecision] = {}
+    for cycle in range(100):
+        at = NOW + cycle
+        compliance = 0.9 if cycle < 50 else 0.4
+        samples = {
+            e.address: Sample.build(
+                address=e.address,
+                values=[(Signal.DECODE_STEP_S, DECODE_S), (Signal.SLO_TTFT, compliance)],
+                observed_at=at,
+                source="test",
+            )
+            for e in eps
+        }
+        previous = compute_weights(
+            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+        )
+        assert [d.factors.slo for d in previous.values()] == [1.0, 1.0, 1.0]
