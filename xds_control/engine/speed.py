@@ -107,6 +107,39 @@ def _moments(*, step: Column, work: Column) -> Column:
     return np.vstack((w, w * work, w * work * work, w * step, w * work * step))
 
 
+def _recentred(
+    *, members: Mask, slowness: Column, recent: Column, fit: Column, line: Line
+) -> tuple[Column, Column, Column, Line]:
+    """The group's slownesses re-centred on its median server, and its line and moments
+    scaled to match: every step they describe is the same as before, so the line and the
+    slownesses cannot drift apart together."""
+    had = members & (slowness == slowness)
+    if not had.any():
+        return slowness, recent, fit, line
+    median = float(np.median(slowness[had]))
+    scale = np.exp(median)
+    rescale = np.array([1.0 / scale**2] * 3 + [1.0 / scale] * 2)[:, None]
+    return (
+        np.where(members, slowness - median, slowness),
+        np.where(members, recent - median, recent),
+        np.where(members, fit * rescale, fit),
+        Line(intercept=line.intercept * scale, slope=line.slope * scale),
+    )
+
+
+def _followed(
+    *, slow: Column, quick: Column, last_quick: Column, last: Column, band: float
+) -> Column:
+    """The slow average, jumped to the quick one where the quick one is slower by more than
+    ``band``: a changed server, followed at once. A jump leaves the two averages equal; while
+    they are and the readings stay slower, the slow one keeps moving with the quick one, so a
+    server slowed 4x reads so within a rate window, not one jump and then the slow pace."""
+    jumped = quick - slow > band
+    following = (last_quick == last) & (quick > slow)
+    followed: Column = np.where(jumped | following, quick, slow)
+    return followed
+
+
 def read_speed(
     *,
     step: Column,
@@ -144,17 +177,9 @@ def read_speed(
             if line is None:
                 continue
         else:
-            # Re-centred on the group's median server: the line and every slowness describe
-            # the same steps as before, so the two cannot drift apart together.
-            had_any = members & (slowness == slowness)
-            if had_any.any():
-                median = float(np.median(slowness[had_any]))
-                scale = np.exp(median)
-                slowness = np.where(members, slowness - median, slowness)
-                recent = np.where(members, recent - median, recent)
-                rescale = np.array([1.0 / scale**2] * 3 + [1.0 / scale] * 2)[:, None]
-                fit = np.where(members, fit * rescale, fit)
-                line = Line(intercept=line.intercept * scale, slope=line.slope * scale)
+            slowness, recent, fit, line = _recentred(
+                members=members, slowness=slowness, recent=recent, fit=fit, line=line
+            )
         with np.errstate(invalid="ignore", divide="ignore"):
             reading = np.log(step / (line.intercept + line.slope * work))
         before = slowness.copy()
@@ -168,16 +193,12 @@ def read_speed(
         band2, distance, noise = averaged.pool_noise, averaged.distance, averaged.noise
         had = fresh & (before == before)
         new = fresh & ~had
-        slow = averaged.mean
         last_recent = np.where(recent == recent, recent, before)
         quick = last_recent + recent_alpha * (reading - last_recent)
-        # Slower by more than the band: a changed server, followed at once. A jump leaves the
-        # two averages equal; while they are and the readings stay slower, the slow one keeps
-        # moving with the quick one, so a server slowed 4x reads so within a rate window, not
-        # one jump and then the slow pace.
-        jumped = quick - slow > max(-np.log(1.0 - drop), _BAND * np.sqrt(band2))
-        following = (last_recent == before) & (quick > slow)
-        slow = np.where(jumped | following, quick, slow)
+        band = max(-np.log(1.0 - drop), _BAND * np.sqrt(band2))
+        slow = _followed(
+            slow=averaged.mean, quick=quick, last_quick=last_recent, last=before, band=band
+        )
         slowness = np.where(had, slow, np.where(new, reading, slowness))
         recent = np.where(had, quick, np.where(new, reading, recent))
         # The line is fitted on every reading but the outliers of the cycle's change, each
