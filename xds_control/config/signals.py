@@ -69,10 +69,14 @@ class ScrapeConfig(StrictModel):
     )
     path: str = Field(default="/metrics", pattern=r"^/", description="Metrics path.")
     window_s: float = Field(
-        default=10.0,
+        default=5.0,
         gt=0,
         description="Rates from scrapes (decode step, prefix hits, TTFT SLO, errors) span this "
-        "long: short enough to react within seconds, long enough to hold some requests.",
+        "long. A window's mean time between tokens counts each token once, so after a server "
+        "slows down its few slow steps weigh little until they fill the window: at 10 s a "
+        "server slowed 4x read slow 11-12 s after the fault, at 5 s within 7-9 s (docs/"
+        "weights.md). Shorter windows are noisier; the engine reads speed against the pool's "
+        "line and averages it, which keeps 5 s steady.",
     )
     concurrency: int = Field(
         default=64, ge=1, description="Scrapes in flight at once (bounds sockets and CPU)."
