@@ -126,9 +126,11 @@ def control_plane_config(
     subscribes to the servers of ``kv_events`` (address -> its PUB and replay ports) and gives
     the picker ``tokenizer``.
 
-    Engine weights turn on the direct-scrape fast path only; ``pools[].weights`` is left out
-    on purpose, so every scenario runs the engine's defaults. Batch slots are listed per
-    endpoint as an operator would (vLLM does not export them); only the engine reads them.
+    Engine weights turn on the direct-scrape fast path only; without them no signal is read
+    (the data path is turned off, which a pool mixing engines would otherwise turn on).
+    ``pools[].weights`` is left out on purpose, so every scenario runs the engine's defaults.
+    Batch slots are listed per endpoint as an operator would (vLLM does not export them);
+    only the engine reads them.
     """
     lb: dict[str, Any] = {"policy": policy.lb}
     if policy.hash_balance_factor is not None:
@@ -161,7 +163,11 @@ def control_plane_config(
         endpoints=endpoints,
         listener_port=listener_port,
         pool=pool,
-        signals={"scrape": {"enabled": True}, **(signals or {})} if policy.engine_weights else None,
+        # Without engine weights the engine stays off, the data path too: left unset it turns
+        # itself on where the pool mixes engines, and the baseline would be weighted.
+        signals={"scrape": {"enabled": True}, **(signals or {})}
+        if policy.engine_weights
+        else {"data_path": {"enabled": False}},
     )
     if streamed_route:
         listener = config["listeners"][0]
