@@ -196,7 +196,13 @@ HUNG_ROUTES = [
 ]
 """The route timeout stays at its default, 300 s: the tries' bounds must do the work."""
 OUTLIER = {"consecutive_5xx": 3, "interval_s": 1.0, "base_ejection_time_s": 30.0}
-HUNG_STATS = ("upstream_rq_per_try_idle_timeout", "upstream_rq_retry", "upstream_rq_retry_success")
+HUNG_STATS = (
+    "upstream_rq_per_try_idle_timeout",
+    "upstream_rq_retry",
+    "upstream_rq_retry_success",
+    "upstream_rq_retry_overflow",
+    "upstream_rq_retry_limit_exceeded",
+)
 
 
 async def test_hung_server_is_taken_out_by_health_and_its_requests_move_on(
