@@ -51,6 +51,7 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 
 from xds_control.config.flow import HOLD_MARGIN_S, FlowControl
 from xds_control.flow import Band, Charge, FlowController, Refused, estimate_tokens
+from xds_control.flow.metrics import FLOW_CHECK_SECONDS
 from xds_control.picker.metrics import PICK_SECONDS, PICKS
 from xds_control.picker.picker import Picker
 from xds_control.picker.usage import UsageReader
@@ -294,7 +295,8 @@ class Exchange:
         if kind == "response_headers" and self.pool and (served := _served(message)):
             self.picker.served(pool=self.pool, request=self.request, address=served)
             if self.flow is not None:
-                self.flow.release()
+                with FLOW_CHECK_SECONDS.labels("release").time():
+                    self.flow.release()
         if kind == "response_headers" and self._charge is not None:
             self._usage = UsageReader()
             if not self.duplex_response:
@@ -329,6 +331,13 @@ class Exchange:
         the answer that holds it (``resume`` gives the rest); ``None``: pick at once."""
         if (settings := self._flow_settings()) is None:
             return None
+        with FLOW_CHECK_SECONDS.labels("admit").time():
+            return self._admit(settings, body, ended_by=ended_by)
+
+    def _admit(
+        self, settings: FlowControl, body: bytes, *, ended_by: str
+    ) -> list[ext.ProcessingResponse] | None:
+        """``_flow_step`` for a pool with flow control (``settings``)."""
         if (refusal := self._charge_budget(settings, body)) is not None:
             return [refusal]
         tenant, band = self._tenant_band(settings)
@@ -452,8 +461,9 @@ class Exchange:
         if self.pool:
             self.picker.end(pool=self.pool, request=self.request)
             if self.flow is not None:
-                self._settle()
-                self.flow.release()
+                with FLOW_CHECK_SECONDS.labels("end").time():
+                    self._settle()
+                    self.flow.release()
 
 
 class PickerServer:

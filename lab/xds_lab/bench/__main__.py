@@ -24,6 +24,7 @@ BENCHMARKS = (
     "data_path_overhead",
     "overload",
     "token_budget",
+    "flow_overhead",
     "demo_tour",
 )
 """Module names in this package; each exposes ``main()``. Missing ones are skipped, so the runner
