@@ -69,14 +69,16 @@ class ScrapeConfig(StrictModel):
     )
     path: str = Field(default="/metrics", pattern=r"^/", description="Metrics path.")
     window_s: float = Field(
-        default=5.0,
+        default=10.0,
         gt=0,
         description="Rates from scrapes (decode step, prefix hits, TTFT SLO, errors) span this "
         "long. A window's mean time between tokens counts each token once, so after a server "
-        "slows down its few slow steps weigh little until they fill the window: at 10 s a "
-        "server slowed 4x read slow 11-12 s after the fault, at 5 s within 7-9 s (docs/"
-        "weights.md). Shorter windows are noisier; the engine reads speed against the pool's "
-        "line and averages it, which keeps 5 s steady.",
+        "slows down its few slow steps weigh little until they fill the window: a server "
+        "slowed 4x first lost weight 11-12 s after the fault at 10 s; at 5 s 6 s with the "
+        "picker and 10-11 s with weighted MAGLEV. 5 s is not the default: on a pool that mixes "
+        "engines its noisier steps read the servers timed by the data path (Triton, ONNX "
+        "Runtime) slower, and in 3 of 6 seeds weighted MAGLEV's goodput fell to 4.6-6.5 req/s "
+        "(at 10 s: 9.5-11.8) (docs/benchmarks.md).",
     )
     concurrency: int = Field(
         default=64, ge=1, description="Scrapes in flight at once (bounds sockets and CPU)."
