@@ -21,11 +21,9 @@ this 2-core machine; pairing takes that swing out of the difference.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import statistics
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from typing import Any
 import aiohttp
 
 from xds_lab.bench import entry
+from xds_lab.bench.picker_latency import timed
 from xds_lab.bench.tables import markdown_table
 from xds_lab.harness.backends import EchoBackends
 from xds_lab.harness.ports import free_port
@@ -50,14 +49,6 @@ _RESAMPLES = 2000
 Phases = dict[str, list[tuple[float, float]]]
 """A histogram per phase: (bucket bound in seconds, cumulative count), bounds ascending."""
 Rounds = list[dict[str, list[float]]]
-
-
-def _body(i: int) -> bytes:
-    messages = [
-        {"role": "system", "content": f"system prompt {i % 20} " + "x" * 800},
-        {"role": "user", "content": "hello " * 20},
-    ]
-    return json.dumps({"model": "m", "messages": messages}).encode()
 
 
 def _pool(arm: str, *, index: int, backends: EchoBackends, picker: str) -> dict[str, Any]:
@@ -91,14 +82,6 @@ def config(*, backends: EchoBackends, listener_port: int, picker: str) -> dict[s
     return {"pools": pools, "listeners": [listener]}
 
 
-async def _timed(session: aiohttp.ClientSession, url: str, i: int) -> float:
-    started = time.perf_counter()
-    async with session.post(url, data=_body(i)) as response:
-        await response.read()
-        response.raise_for_status()
-    return (time.perf_counter() - started) * 1000
-
-
 async def _round(
     session: aiohttp.ClientSession, base: str, *, rate: float, seconds: float, rng: random.Random
 ) -> dict[str, list[float]]:
@@ -111,7 +94,7 @@ async def _round(
         await asyncio.sleep(max(0.0, start + i / rate - loop.time()))
         arm = rng.choice(ARMS)
         url = f"{base}/{_name(arm)}/v1/chat/completions"
-        sent.append((arm, asyncio.create_task(_timed(session, url, i))))
+        sent.append((arm, asyncio.create_task(timed(session, url, i))))
     out: dict[str, list[float]] = {arm: [] for arm in ARMS}
     for arm, task in sent:
         out[arm].append(await task)
@@ -133,7 +116,7 @@ async def measure(*, rate: float, seconds: float, rounds: int, seed: int) -> tup
         async with aiohttp.ClientSession(connector=connector) as session:
             for i in range(_WARMUP):
                 arm = ARMS[i % len(ARMS)]
-                await _timed(session, f"{stack.url}/{_name(arm)}/v1/chat/completions", i)
+                await timed(session, f"{stack.url}/{_name(arm)}/v1/chat/completions", i)
             measured = [
                 await _round(session, stack.url, rate=rate, seconds=seconds, rng=rng)
                 for _ in range(rounds)

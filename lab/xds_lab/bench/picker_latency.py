@@ -31,12 +31,13 @@ from xds_lab.harness.ports import free_port
 from xds_lab.harness.stack import Stack
 from xds_lab.loadgen import percentile
 
-__all__ = ["main"]
+__all__ = ["chat_body", "main", "timed"]
 
 _WARMUP = 50
 
 
-def _body(i: int) -> bytes:
+def chat_body(i: int) -> bytes:
+    """Request ``i``'s chat body: one of 20 system prompts (800 characters) and a short question."""
     messages = [
         {"role": "system", "content": f"system prompt {i % 20} " + "x" * 800},
         {"role": "user", "content": "hello " * 20},
@@ -49,9 +50,10 @@ ARMS = ("plain", "picker", "picker+flow")
 saturates at one request at a time): what the hold-free path adds."""
 
 
-async def _timed(session: aiohttp.ClientSession, url: str, i: int) -> float:
+async def timed(session: aiohttp.ClientSession, url: str, i: int) -> float:
+    """Milliseconds from sending request ``i`` to ``url`` to reading its whole answer."""
     started = time.perf_counter()
-    async with session.post(url, data=_body(i)) as response:
+    async with session.post(url, data=chat_body(i)) as response:
         await response.read()
         response.raise_for_status()
     return (time.perf_counter() - started) * 1000
@@ -66,7 +68,7 @@ async def _open_loop(
     tasks = []
     for i in range(n):
         await asyncio.sleep(max(0.0, start + i / rate - loop.time()))
-        tasks.append(asyncio.create_task(_timed(session, url, i)))
+        tasks.append(asyncio.create_task(timed(session, url, i)))
     return list(await asyncio.gather(*tasks))
 
 
@@ -87,10 +89,10 @@ async def _arm(*, arm: str, requests: int, rate: float) -> list[float]:
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
             for i in range(_WARMUP):
-                await _timed(session, url, i)
+                await timed(session, url, i)
             if rate > 0:
                 return await _open_loop(session, url, n=requests, rate=rate)
-            return [await _timed(session, url, _WARMUP + i) for i in range(requests)]
+            return [await timed(session, url, _WARMUP + i) for i in range(requests)]
     finally:
         await stack.close()
 
