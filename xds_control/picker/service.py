@@ -239,6 +239,10 @@ def _served(request: ext.ProcessingRequest) -> str:
 
 _FULL_DUPLEX = processing_mode_pb2.ProcessingMode.FULL_DUPLEX_STREAMED
 _BUFFERED = processing_mode_pb2.ProcessingMode.BUFFERED_PARTIAL
+_CHECK_ADMIT, _CHECK_RELEASE, _CHECK_END = (
+    FLOW_CHECK_SECONDS.labels(phase) for phase in ("admit", "release", "end")
+)
+"""Flow control's phase timers, bound once: a label lookup per request is a lock and a dict."""
 
 
 @dataclass
@@ -295,7 +299,7 @@ class Exchange:
         if kind == "response_headers" and self.pool and (served := _served(message)):
             self.picker.served(pool=self.pool, request=self.request, address=served)
             if self.flow is not None:
-                with FLOW_CHECK_SECONDS.labels("release").time():
+                with _CHECK_RELEASE.time():
                     self.flow.release()
         if kind == "response_headers" and self._charge is not None:
             self._usage = UsageReader()
@@ -331,7 +335,7 @@ class Exchange:
         the answer that holds it (``resume`` gives the rest); ``None``: pick at once."""
         if (settings := self._flow_settings()) is None:
             return None
-        with FLOW_CHECK_SECONDS.labels("admit").time():
+        with _CHECK_ADMIT.time():
             return self._admit(settings, body, ended_by=ended_by)
 
     def _admit(
@@ -461,7 +465,7 @@ class Exchange:
         if self.pool:
             self.picker.end(pool=self.pool, request=self.request)
             if self.flow is not None:
-                with FLOW_CHECK_SECONDS.labels("end").time():
+                with _CHECK_END.time():
                     self._settle()
                     self.flow.release()
 
