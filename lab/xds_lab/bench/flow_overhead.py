@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from xds_lab.bench import entry
 from xds_lab.bench.picker_latency import timed
@@ -45,6 +46,7 @@ _BASELINE = "picker"
 _BACKENDS_PER_ARM = 2
 _WARMUP = 200
 _RESAMPLES = 2000
+_CHECK = "xds_control_flow_check_seconds"
 
 Phases = dict[str, list[tuple[float, float]]]
 """A histogram per phase: (bucket bound in seconds, cumulative count), bounds ascending."""
@@ -129,20 +131,18 @@ async def measure(*, rate: float, seconds: float, rounds: int, seed: int) -> tup
 def check_buckets(metrics: str) -> Phases:
     """``xds_control_flow_check_seconds`` from the control plane's /metrics text."""
     phases: dict[str, list[tuple[float, float]]] = {}
-    for line in metrics.splitlines():
-        if not line.startswith("xds_control_flow_check_seconds_bucket{"):
-            continue
-        labels, value = line.rsplit(" ", 1)
-        fields = dict(part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(","))
-        bound = fields["le"].strip('"')
-        phase = fields["phase"].strip('"')
-        phases.setdefault(phase, []).append((float(bound), float(value)))
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == _CHECK + "_bucket":
+                bucket = (float(sample.labels["le"]), sample.value)
+                phases.setdefault(sample.labels["phase"], []).append(bucket)
     return {phase: sorted(buckets) for phase, buckets in phases.items()}
 
 
 def bucket_quantile(buckets: list[tuple[float, float]], q: float) -> float:
     """The least bucket bound at or under which ``q`` of the observations lie (an upper
-    bound of the quantile)."""
+    bound of the quantile). Not ``picker_stats.histogram_quantile``'s interpolation: these
+    buckets are a factor 2-4 apart, so a bound is what the histogram can honestly say."""
     total = buckets[-1][1]
     return next(bound for bound, count in buckets if count >= q * total)
 
