@@ -170,7 +170,7 @@ def test_every_route_retries_by_default_and_a_streamed_one_bounds_each_try() -> 
 def test_pools_bound_retries_by_a_budget_unless_told_otherwise() -> None:
     config = _config()
     budget = build_cluster(config.pools[0]).circuit_breakers.thresholds[0].retry_budget
-    assert (budget.budget_percent.value, budget.min_retry_concurrency.value) == (20.0, 3)
+    assert (budget.budget_percent.value, budget.min_retry_concurrency.value) == (50.0, 10)
     plain = config.pools[1].model_copy(
         update={
             "circuit_breakers": config.pools[1].circuit_breakers.model_copy(
