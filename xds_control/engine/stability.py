@@ -77,6 +77,30 @@ def _peers(mean: Column, *, spread: Column, measured: Mask) -> _Peers:
     return _Peers(mean=pooled_mean, spread=pooled_spread, group=group)
 
 
+def _group_level(peers: _Peers) -> Column:
+    """One level per group: the mean of its rows' pooled averages (each row's kernel mean
+    differs a little from its peers', and quantised apart at a boundary they would split);
+    a row not pooled keeps its own."""
+    level = peers.mean.copy()
+    for number in np.unique(peers.group[peers.group >= 0]):
+        rows = peers.group == number
+        level[rows] = float(np.mean(peers.mean[rows]))
+    return level
+
+
+def _split(weight: Column, *, group: npt.NDArray[np.int64], moved: Mask) -> Mask:
+    """Rows of a group whose weights differ, in a group none of whose rows moved this cycle:
+    peers left on two levels (one crossed its band alone, or quantised apart) settle on one,
+    while a real change on one of them is published as it is (its average starts afresh at the
+    new level, which takes it out of the group)."""
+    split = np.zeros(weight.shape[0], dtype=np.bool_)
+    for number in np.unique(group[group >= 0]):
+        rows = group == number
+        if not moved[rows].any() and np.ptp(weight[rows]) > 0.0:
+            split |= rows
+    return split
+
+
 def _together(settled: Mask, *, group: npt.NDArray[np.int64]) -> Mask:
     """``settled``, and every row of a group in which some row settled: peers pooled to
     nearly one average cross a threshold on nearly the same cycle, and one push for all of
@@ -142,9 +166,10 @@ def publish(
     that average (the noise over the square root of the cycles it averages): the weight
     converges to a steady target, because what is published then is the average, not one
     noisy cycle. The averages are pooled with the pool's that lie within the weights' noise
-    first (``_peers``), and when one of such peers settles, all of them do: identical servers
-    settle on one level, in one push. A row never published before (``published`` NaN)
-    publishes its candidate at once.
+    first (``_peers``), and when one of such peers settles, all of them do, on the group's one
+    level (``_group_level``): identical servers settle on one level, in one push; a group left
+    on two levels with no row moving is put back on one (``_split``). A row never published
+    before (``published`` NaN) publishes its candidate at once.
     """
     quantum = policy.quantum
     first = mean_before != mean_before
@@ -165,7 +190,7 @@ def publish(
     # within the weights' measured noise (identical servers settle on one level).
     pooled = _peers(mean, spread=spread_last, measured=measured)
     peers = pooled.mean
-    average = np.maximum(low, np.minimum(quantise(peers, quantum=quantum), high))
+    average = np.maximum(low, np.minimum(quantise(_group_level(pooled), quantum=quantum), high))
     since = np.where(candidate == candidate_before, candidate_since, now)
     band = np.maximum(
         np.maximum(policy.hysteresis * published, quantum),
@@ -181,6 +206,7 @@ def publish(
     weight = np.where(
         (candidate == published) | moved, candidate, np.where(settled, average, published)
     )
+    weight = np.where(_split(weight, group=pooled.group, moved=moved), average, weight)
     return Published(
         weight=weight,
         candidate=candidate,

@@ -93,6 +93,41 @@ def test_identical_noisy_servers_settle_on_one_level() -> None:
     assert final.max() - final.min() <= policy.quantum, final
 
 
+def test_peers_between_two_levels_end_on_one() -> None:
+    """Two fast and two slow servers, the slow pair's true weight 22.5, halfway between two
+    quanta, each reading with independent noise (6.7% of its level): however the noise falls,
+    each pair ends on one level, not one server a quantum above its twin (a split the pair's
+    pooled average alone never closes: each sits within a quantum of it)."""
+    policy = WeightPolicy()
+    alpha = np.full(4, 1.0 - np.exp(-1.0 / policy.settle_s))
+    true = np.array([88.0, 88.0, 22.5, 22.5])
+    for seed in range(10):
+        rng = random.Random(seed)
+        published = np.full(4, np.nan)
+        candidate, since = np.full(4, np.nan), np.full(4, NOW)
+        mean, spread = np.full(4, np.nan), np.full(4, np.nan)
+        smoothed = true.copy()
+        for cycle in range(300):
+            noise = np.array([rng.gauss(0.0, 0.067 * level) for level in true])
+            smoothed = smoothed + policy.ewma_alpha * (true + noise - smoothed)
+            out = publish(
+                smoothed=smoothed,
+                published=published,
+                candidate_before=candidate,
+                candidate_since=since,
+                mean_before=mean,
+                spread_before=spread,
+                measured=np.ones(4, dtype=bool),
+                alpha=alpha,
+                now=NOW + cycle,
+                policy=policy,
+            )
+            published, candidate, since = out.weight, out.candidate, out.candidate_since
+            mean, spread = out.mean, out.spread
+        assert published[0] == published[1], (seed, published)
+        assert published[2] == published[3], (seed, published)
+
+
 def test_prefill_stalls_do_not_read_as_a_slower_gpu() -> None:
     """Two identical GPUs decode in 20 ms a step; one also prefills a long prompt load that
     stalls its decodes (0.1 ms per prompt token, a varying load), so its mean time between
