@@ -71,7 +71,8 @@ lint: $(STAMP)
 # pytest worker rewrites every test module. Each part's output is printed when all are done;
 # the target fails if any did.
 # A test that fails is run once more (TEST_RERUNS) and the run says so: RERUN in its summary
-# lines and a count at the end. The CI machine is busier than a workstation, and a test that
+# lines, a count at the end, and the first failure's message in a section of its own
+# (tests/conftest.py). The CI machine is busier than a workstation, and a test that
 # waits for real processes on loopback can miss a deadline there that it never misses here
 # (two stops' CI runs failed that way, a different test each time): a rerun keeps such a miss
 # from sinking the run while the summary still shows it. A test that fails twice fails the run.

@@ -48,3 +48,16 @@ def _structlog_as_found() -> Iterator[None]:
         for value in list(getattr(module, "__dict__", {}).values()):
             if isinstance(value, proxy):
                 value.__dict__.pop("bind", None)  # cache_logger_on_first_use's cached logger
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Why each rerun test failed the first time (pytest-rerunfailures' summary names the test
+    only): a miss a rerun covered still says what it was."""
+    reruns = terminalreporter.stats.get("rerun", [])
+    if not reruns:
+        return
+    terminalreporter.section("why the rerun tests failed first")
+    for report in reruns:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        reason = crash.message if crash is not None else str(report.longrepr)
+        terminalreporter.write_line(f"{report.nodeid}: {reason[:2000]}")
