@@ -55,22 +55,22 @@ def test_a_move_inside_three_standard_deviations_of_measured_noise_is_held() -> 
     assert move_to(80.0) == 80  # a real change is published at once
 
 
-def test_identical_noisy_servers_settle_on_one_level() -> None:
-    """Four servers with the same true weight and independent noise (sd 6 around 62): each
-    ends on the level of the common mean, and after the first minute they hardly move."""
+def published_under_noise(
+    true: np.ndarray, *, noise_sd: np.ndarray, seed: int, cycles: int
+) -> list[np.ndarray]:
+    """Every cycle's published weights of servers whose true weights are ``true``, each cycle
+    read with independent Gaussian noise of ``noise_sd`` and smoothed as the engine does."""
     policy = WeightPolicy()
-    rng = random.Random(7)
-    n = 4
-    published = np.full(n, np.nan)
-    candidate = np.full(n, np.nan)
-    since = np.full(n, NOW)
-    mean = np.full(n, np.nan)
-    spread = np.full(n, np.nan)
-    smoothed = np.full(n, 62.0)
+    rng = random.Random(seed)
+    n = true.shape[0]
+    alpha = np.full(n, 1.0 - np.exp(-1.0 / policy.settle_s))
+    published, candidate, since = np.full(n, np.nan), np.full(n, np.nan), np.full(n, NOW)
+    mean, spread = np.full(n, np.nan), np.full(n, np.nan)
+    smoothed = true.copy()
     history = []
-    for cycle in range(600):
-        noise = np.array([rng.gauss(0.0, 6.0) for _ in range(n)])
-        smoothed = smoothed + policy.ewma_alpha * (62.0 + noise - smoothed)
+    for cycle in range(cycles):
+        noise = np.array([rng.gauss(0.0, sd) for sd in noise_sd])
+        smoothed = smoothed + policy.ewma_alpha * (true + noise - smoothed)
         out = publish(
             smoothed=smoothed,
             published=published,
@@ -79,18 +79,26 @@ def test_identical_noisy_servers_settle_on_one_level() -> None:
             mean_before=mean,
             spread_before=spread,
             measured=np.ones(n, dtype=bool),
-            alpha=np.full(n, 1.0 - np.exp(-1.0 / policy.settle_s)),
+            alpha=alpha,
             now=NOW + cycle,
             policy=policy,
         )
         published, candidate, since = out.weight, out.candidate, out.candidate_since
         mean, spread = out.mean, out.spread
         history.append(published.copy())
+    return history
+
+
+def test_identical_noisy_servers_settle_on_one_level() -> None:
+    """Four servers with the same true weight and independent noise (sd 6 around 62): each
+    ends on the level of the common mean, and after the first minute they hardly move."""
+    n = 4
+    history = published_under_noise(np.full(n, 62.0), noise_sd=np.full(n, 6.0), seed=7, cycles=600)
     late = np.array(history[60:])
     moves = int(np.sum(late[1:] != late[:-1]))
     assert moves <= 9 * n, f"{moves} moves in 9 steady minutes"  # about one a minute
     final = history[-1]
-    assert final.max() - final.min() <= policy.quantum, final
+    assert final.max() - final.min() <= WeightPolicy().quantum, final
 
 
 def test_peers_between_two_levels_end_on_one() -> None:
@@ -98,34 +106,11 @@ def test_peers_between_two_levels_end_on_one() -> None:
     quanta, each reading with independent noise (6.7% of its level): however the noise falls,
     each pair ends on one level, not one server a quantum above its twin (a split the pair's
     pooled average alone never closes: each sits within a quantum of it)."""
-    policy = WeightPolicy()
-    alpha = np.full(4, 1.0 - np.exp(-1.0 / policy.settle_s))
     true = np.array([88.0, 88.0, 22.5, 22.5])
     for seed in range(10):
-        rng = random.Random(seed)
-        published = np.full(4, np.nan)
-        candidate, since = np.full(4, np.nan), np.full(4, NOW)
-        mean, spread = np.full(4, np.nan), np.full(4, np.nan)
-        smoothed = true.copy()
-        for cycle in range(300):
-            noise = np.array([rng.gauss(0.0, 0.067 * level) for level in true])
-            smoothed = smoothed + policy.ewma_alpha * (true + noise - smoothed)
-            out = publish(
-                smoothed=smoothed,
-                published=published,
-                candidate_before=candidate,
-                candidate_since=since,
-                mean_before=mean,
-                spread_before=spread,
-                measured=np.ones(4, dtype=bool),
-                alpha=alpha,
-                now=NOW + cycle,
-                policy=policy,
-            )
-            published, candidate, since = out.weight, out.candidate, out.candidate_since
-            mean, spread = out.mean, out.spread
-        assert published[0] == published[1], (seed, published)
-        assert published[2] == published[3], (seed, published)
+        final = published_under_noise(true, noise_sd=0.067 * true, seed=seed, cycles=300)[-1]
+        assert final[0] == final[1], (seed, final)
+        assert final[2] == final[3], (seed, final)
 
 
 def test_prefill_stalls_do_not_read_as_a_slower_gpu() -> None:
