@@ -204,13 +204,21 @@ engine's clocks (reconcile, scrape, window, settle, warm-up, ...) at half. A cyc
 real one would, so "a minute" is 60 cycles and the bounds are per cycle."""
 
 
+SETTLE_CYCLES = 90
+"""Cycles a fleet settles before its steady minute. Four identical A100s at 80% take that long
+for the weights' slow averages, which start from the idle fleet's, to reach the loaded level
+they settle on together; and on a loaded CI lane the mixed fleet's capacities were still
+converging after 60 (an H100 climbing back from a first reading at 35, six pushes in the
+minute after; probes beside two other fleets saw L4s still falling from 60 to 45)."""
+
+
 async def _steady_minute(
-    stack: SimStack, *, rate: float, input_mean: float, output_mean: float, settle: int
+    stack: SimStack, *, rate: float, input_mean: float, output_mean: float
 ) -> tuple[float, list[dict[str, int]]]:
     """Serve ``rate`` requests a second (at real speed) through ``stack``'s engine, settle for
-    ``settle`` cycles (60: the capacity average, 5% a cycle, has then come within 5% of the
-    fleet's, so what moves in the minute after is noise, not convergence), and return the
-    snapshots published in the next 60 cycles and the weights Envoy ran each cycle."""
+    ``SETTLE_CYCLES``, and return the snapshots published in the next 60 cycles and the
+    weights Envoy ran each cycle."""
+    settle = SETTLE_CYCLES
     scale = STEADY_SCALE
     signals, weights = scaled_engine(
         time_scale=scale,
@@ -254,14 +262,8 @@ async def test_steady_load_holds_weights_still_and_identical_servers_level(
     )
     identical = engine_stack(profiles=["vllm-a100"] * 4, time_scale=scale)
     (mixed_pushes, mixed_history), (identical_pushes, identical_history) = await asyncio.gather(
-        # 90 cycles for both (they run side by side, so the mixed fleet's longer settling
-        # costs no time): under the identical fleet's load the weights' slow averages, which
-        # start from the idle fleet's, take that long to reach the loaded level they settle on
-        # together; and on a loaded CI lane the mixed fleet's capacities were still converging
-        # after 60 (an H100 climbing back from a first reading at 35, six pushes in the minute
-        # after; probes beside two other fleets saw L4s still falling from 60 to 45).
-        _steady_minute(mixed, rate=10, input_mean=200, output_mean=40, settle=90),
-        _steady_minute(identical, rate=7, input_mean=730, output_mean=150, settle=90),
+        _steady_minute(mixed, rate=10, input_mean=200, output_mean=40),
+        _steady_minute(identical, rate=7, input_mean=730, output_mean=150),
     )
 
     # Flapping is a weight going back to a level it left; converging moves are not.
