@@ -90,10 +90,11 @@ class WeightPolicy(StrictModel):
         default=0.05,
         gt=0,
         le=1,
-        description="EWMA weight of each cycle's reading of an endpoint's speed (its step over "
-        "the pool's common line of step over prefill work, docs/weights.md) and of the line "
-        "itself. Speed is a property of the hardware that one window measures noisily; 0.05 at "
-        "a 1 s cycle averages ~20 s. A real slowdown is followed at once (capacity_drop).",
+        description="How much of an endpoint's past step readings fades each cycle (1 - "
+        "alpha) in the fit of its speed and of its pool's shared line of step over prefill "
+        "work (docs/weights.md). Speed is a property of the hardware that one window measures "
+        "noisily; 0.05 at a 1 s cycle averages ~20 s. A real slowdown is followed at once "
+        "(capacity_drop).",
     )
     capacity_recent_alpha: float = Field(
         default=0.3,

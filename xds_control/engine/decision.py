@@ -87,16 +87,17 @@ class WeightDecision(NamedTuple):
     slowness; ``None`` until the endpoint reported a step. The capacity factor is this over
     the pool's best."""
     slowness: float | None = None
-    """Slow average of the endpoint's step readings against its group's line, in natural log
-    (0: the group's median server; ``engine/speed.py``); ``None`` until it reported a step."""
+    """The endpoint's scale (decode step) over its group's median, fitted from its step
+    readings, in natural log (0: the group's median server; ``engine/speed.py``); ``None``
+    until it reported a step."""
     slowness_recent: float | None = None
     """Quick average of the same; when it passes the slow one by the band, the slow one
     jumps to it."""
     slowness_noise: float | None = None
-    """Mean square distance of one reading's slowness from the slow average."""
+    """Mean square distance of one reading's slowness from the slowness."""
     fit_w: float | None = None
-    """Running mean of the weight (1 / step squared) of the endpoint's readings; with the four
-    below, its moments in the fit of its group's line of step over prefill work."""
+    """Decayed sum of the weight (1 / step squared) of the endpoint's readings; with the four
+    below, its terms in the fit of its scale and its group's line of step over prefill work."""
     fit_wx: float | None = None
     fit_wxx: float | None = None
     fit_wy: float | None = None

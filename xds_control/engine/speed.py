@@ -8,22 +8,31 @@ server's share of the traffic, which its weight sets: read as it comes, identica
 apart.
 
 The servers of one pool serve one model to one workload, so their step is one line in the work,
-scaled by how fast each server's hardware is. The engine fits that line once for the group
-(``_pool_line``, least squares in relative error over every endpoint's running moments of its
-readings, each divided by the endpoint's own scale) and reads each endpoint's scale against it:
-``log(reading / line(work))``, its *slowness* (0: the group's median server; ``log 4``: four
-times as slow). One reading's slowness is a ratio of two things measured on the same traffic, so
-the load it carries cancels; measured on four identical simulated A100s under the benchmark's chat
-load, a reading's slowness varied by a standard deviation of 0.10-0.16 where the raw step varied
-by 0.9-1.3 (both in natural log).
+scaled by how fast each server's hardware is: endpoint ``i`` reads ``A_i (1 + r x)``, with its
+own scale ``A_i`` (its decode step) and the group's one *shape* ``r`` (prefill time per unit of
+work over a decode step). The engine estimates both from each endpoint's decayed sums of its
+readings (``FIT``: least squares in relative error, each cycle's point weighted by 1/step
+squared, older cycles fading by ``1 - capacity_alpha``). Because every endpoint has a scale of
+its own, the shape is learnt only from how each server's step moves with its own work, never
+from how servers differ: a slower server's larger batch (its requests pile up) is not taken for
+work. Fitted on the servers' pooled points instead, a line explained a slowed server's slower
+step as the work its pile-up brought, and a fleet that mixes speeds took minutes to read true
+from a cold start. The shape is the one of a log-spaced grid that fits the group best (at each,
+every endpoint's best scale has a closed form in its sums); the scales follow.
 
-Per endpoint the slowness is averaged slowly (``capacity_alpha``) and quickly
-(``capacity_recent_alpha``); when the quick one passes the slow one by more than
-``capacity_drop`` and three standard deviations of the group's measured noise, the slow one
-jumps to it: a server that slowed down loses its capacity within a rate window, and it wins it
-back at the slow pace. The noise is each endpoint's mean square distance of a reading from its
-slow average (one cycle counted as at most three of the group's standard deviations), and the
-group's is the median: a trend on one server does not widen the band it has to pass.
+An endpoint's *slowness* is ``log(A_i / A)`` with ``A`` the group's median scale (0: the median
+server; ``log 4``: four times as slow). Each cycle's reading of it is ``log(step / (A (1 + r
+x)))``, a ratio of two things measured on the same traffic, so the load it carries cancels;
+measured on four identical simulated A100s under the benchmark's chat load, a reading's
+slowness varied by a standard deviation of 0.10-0.16 where the raw step varied by 0.9-1.3 (both
+in natural log). Readings are also averaged quickly (``capacity_recent_alpha``); when the quick
+one passes the slowness by more than ``capacity_drop`` and three standard deviations of the
+group's measured noise, the endpoint's sums are rescaled to it (its past readings are put on the
+new level: the server changed, the shape did not), so a server that slowed down loses its
+capacity within a rate window and wins it back at the slow pace. The noise is each endpoint's
+mean square distance of a reading from its slowness (one cycle counted as at most three of the
+group's standard deviations), and the group's is the median: a trend on one server does not
+widen the band it has to pass.
 
 Last, slownesses closer than the readings' own noise are pooled (``pooled``): each endpoint
 takes a kernel-weighted mean of its group's, with a Gaussian kernel as wide as the group's
@@ -42,12 +51,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from xds_control.engine.columns import Column, Mask
-from xds_control.engine.pooling import NOISE_CLIP, average, kernel_mean
+from xds_control.engine.pooling import average, kernel_mean
 
 __all__ = ["FIT", "SPEED", "Speed", "pooled", "read_speed"]
 
 FIT = ("fit_w", "fit_wx", "fit_wxx", "fit_wy", "fit_wxy")
-"""The ``WeightDecision`` fields that carry an endpoint's running moments of its readings
+"""The ``WeightDecision`` fields that carry an endpoint's decayed sums of its readings
 (weight, weight x work, weight x work squared, weight x step, weight x work x step; the
 weight 1/step squared makes the fit's error relative), in ``Speed.fit`` row order."""
 SPEED = ("slowness", "slowness_recent", "slowness_noise")
@@ -56,13 +65,9 @@ SPEED = ("slowness", "slowness_recent", "slowness_noise")
 _BAND = 3.0
 """Standard deviations of the group's noise a quick rise in slowness must pass to be followed."""
 
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One group's step in the work: ``intercept + slope * work`` (seconds)."""
-
-    intercept: float
-    slope: float
+_SHAPES = np.concatenate(([0.0], np.logspace(-4.0, 1.0, 121)))
+"""The shapes tried, as prefill time at the group's mean work over a decode step: from none
+to ten decode steps, 10% apart."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,74 +75,49 @@ class Speed:
     """This cycle's slowness of every endpoint (NaN: never read) and the state to keep."""
 
     slowness: Column
-    """Slow average of each endpoint's slowness (natural log against its group's line)."""
+    """Each endpoint's scale against its group's median, in natural log."""
     recent: Column
-    """Quick average of the same."""
+    """Quick average of its readings' slowness."""
     noise: Column
-    """Mean square distance of a reading's slowness from the slow average."""
+    """Mean square distance of a reading's slowness from the slowness."""
     fit: Column
-    """Shape (5, n): each endpoint's running moments (``FIT``)."""
+    """Shape (5, n): each endpoint's decayed sums (``FIT``)."""
     reference_step: Column
-    """Each endpoint's group's line at no work (seconds): the decode step of the group's
-    median server, which the slowness scales."""
+    """Each endpoint's group's median scale (seconds): the decode step at no work of the
+    group's median server, which the slowness scales."""
     group_noise: Column
     """Each endpoint's group's noise (the median of its members')."""
 
 
-def _pool_line(moments: Column) -> Line | None:
-    """The weighted least-squares line of the summed moments of a group (columns of
-    ``FIT`` rows), or ``None`` with none. No slope where the work did not vary enough to tell
-    one from noise, or where it would be negative or leave no decode step."""
-    w, wx, wxx, wy, wxy = np.nansum(moments, axis=1)
-    if not w > 0.0:
-        return None
-    mean_x, mean_y = wx / w, wy / w
-    spread = wxx / w - mean_x * mean_x
-    if spread > 0.01 * mean_x * mean_x and spread > 0.0:
-        slope = (wxy / w - mean_x * mean_y) / spread
-        intercept = mean_y - slope * mean_x
-        if slope >= 0.0 and intercept > 0.0:
-            return Line(intercept=float(intercept), slope=float(slope))
-    return Line(intercept=float(mean_y), slope=0.0) if mean_y > 0.0 else None
-
-
-def _moments(*, step: Column, work: Column) -> Column:
-    """One cycle's point of each endpoint as ``FIT`` moments."""
+def _points(*, step: Column, work: Column) -> Column:
+    """One cycle's reading of each endpoint as ``FIT`` terms."""
     w = 1.0 / (step * step)
     return np.vstack((w, w * work, w * work * work, w * step, w * work * step))
 
 
-def _recentred(
-    *, members: Mask, slowness: Column, recent: Column, fit: Column, line: Line
-) -> tuple[Column, Column, Column, Line]:
-    """The group's slownesses re-centred on its median server, and its line and moments
-    scaled to match: every step they describe is the same as before, so the line and the
-    slownesses cannot drift apart together."""
-    had = members & (slowness == slowness)
-    if not had.any():
-        return slowness, recent, fit, line
-    median = float(np.median(slowness[had]))
-    scale = np.exp(median)
-    rescale = np.array([1.0 / scale**2] * 3 + [1.0 / scale] * 2)[:, None]
-    return (
-        np.where(members, slowness - median, slowness),
-        np.where(members, recent - median, recent),
-        np.where(members, fit * rescale, fit),
-        Line(intercept=line.intercept * scale, slope=line.slope * scale),
-    )
+def _scales(sums: Column, *, shape: Column | float) -> Column:
+    """Each column's best scale ``A`` for ``shape`` (rows: shapes, where ``shape`` is a
+    column of them): the weighted least-squares fit of its readings by ``A (1 + shape x)``."""
+    w, wx, wxx, wy, wxy = sums
+    r = np.asarray(shape)[..., None] if np.ndim(shape) else shape
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scales: Column = (wy + r * wxy) / (w + 2.0 * r * wx + r * r * wxx)
+    return scales
 
 
-def _followed(
-    *, slow: Column, quick: Column, last_quick: Column, last: Column, band: float
-) -> Column:
-    """The slow average, jumped to the quick one where the quick one is slower by more than
-    ``band``: a changed server, followed at once. A jump leaves the two averages equal; while
-    they are and the readings stay slower, the slow one keeps moving with the quick one, so a
-    server slowed 4x reads so within a rate window, not one jump and then the slow pace."""
-    jumped = quick - slow > band
-    following = (last_quick == last) & (quick > slow)
-    followed: Column = np.where(jumped | following, quick, slow)
-    return followed
+def _shape(sums: Column) -> float:
+    """The group's shape: the grid's best fit of every column's readings by its own scale
+    times ``1 + r x`` (0 where the work never varied or is unknown). The fit's error at a
+    shape is what every column's best scale leaves, ``sum w (1 - A (1 + r x) / step)^2``,
+    which is least where ``sum (wy + r wxy)^2 / (w + 2 r wx + r^2 wxx)`` is greatest."""
+    w, wx, _, wy, wxy = sums
+    mean_work = float(np.sum(wx) / np.sum(w))
+    if not mean_work > 0.0:
+        return 0.0
+    shapes = _SHAPES / mean_work
+    with np.errstate(invalid="ignore", divide="ignore"):
+        explained = np.nansum((wy + shapes[:, None] * wxy) * _scales(sums, shape=shapes), axis=1)
+    return float(shapes[int(np.argmax(explained))])
 
 
 def read_speed(
@@ -166,50 +146,47 @@ def read_speed(
     group_noise = np.full(n, np.nan)
     for kind in (False, True):
         members = group == kind
-        if not members.any():
-            continue
         fresh = members & (step == step) & (step > 0.0)
-        known = members & (fit[0] == fit[0])
-        line = _pool_line(fit[:, known]) if known.any() else None
-        if line is None:
-            # The group's first readings: their own line.
-            line = _pool_line(_moments(step=step[fresh], work=work[fresh]))
-            if line is None:
-                continue
+        known = members & (fit[0] == fit[0]) & (fit[0] > 0.0)
+        if known.any():
+            shape = _shape(fit[:, known])
+            median = float(np.median(_scales(fit[:, known], shape=shape)))
+        elif fresh.any():
+            # The group's first readings: no shape yet.
+            shape, median = 0.0, float(np.median(step[fresh]))
         else:
-            slowness, recent, fit, line = _recentred(
-                members=members, slowness=slowness, recent=recent, fit=fit, line=line
-            )
+            continue
         with np.errstate(invalid="ignore", divide="ignore"):
-            reading = np.log(step / (line.intercept + line.slope * work))
-        before = slowness.copy()
+            reading = np.log(step / (median * (1.0 + shape * work)))
+        before = np.where(known, slowness, np.nan)
         averaged = average(
             np.where(fresh, reading, np.nan),
-            mean=slowness,
+            mean=before,
             noise=noise,
             members=members,
             alpha=alpha,
         )
-        band2, distance, noise = averaged.pool_noise, averaged.distance, averaged.noise
+        band2, noise = averaged.pool_noise, averaged.noise
         had = fresh & (before == before)
-        new = fresh & ~had
         last_recent = np.where(recent == recent, recent, before)
         quick = last_recent + recent_alpha * (reading - last_recent)
         band = max(-np.log(1.0 - drop), _BAND * np.sqrt(band2))
-        slow = _followed(
-            slow=averaged.mean, quick=quick, last_quick=last_recent, last=before, band=band
-        )
-        slowness = np.where(had, slow, np.where(new, reading, slowness))
-        recent = np.where(had, quick, np.where(new, reading, recent))
-        # The line is fitted on every reading but the outliers of the cycle's change, each
-        # divided by its server's scale.
-        inlier = new | (np.abs(distance) <= NOISE_CLIP * np.sqrt(band2)) | (fit[0] != fit[0])
-        update = fresh & inlier
-        with np.errstate(invalid="ignore", over="ignore"):
-            point = _moments(step=step / np.exp(slowness), work=work)
-        has_fit = fit[0] == fit[0]
-        fit = np.where(update, np.where(has_fit, fit + alpha * (point - fit), point), fit)
-        reference = np.where(members, line.intercept, reference)
+        # A slower server is followed at once: quick passed the band, or the two were equal
+        # after such a jump and the readings stay slower. Its past readings are put on the
+        # level it now reads at, so its scale is the quick one's.
+        followed = had & ((quick - before > band) | ((last_recent == before) & (quick > before)))
+        shift = np.exp(np.where(followed, quick - before, 0.0))
+        fit = fit / np.vstack((shift**2, shift**2, shift**2, shift, shift))
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            point = _points(step=np.where(fresh, step, 1.0), work=work)
+        fit = np.where(fresh, np.where(known, (1.0 - alpha) * fit + point, point), fit)
+        rows = np.flatnonzero(members & (fit[0] == fit[0]) & (fit[0] > 0.0))
+        scales = _scales(fit[:, rows], shape=_shape(fit[:, rows]))
+        median = float(np.median(scales))
+        slowness[rows] = np.log(scales / median)
+        recent = np.where(followed, slowness, np.where(had, quick, recent))
+        recent = np.where(members & (recent != recent), slowness, recent)
+        reference = np.where(members, median, reference)
         group_noise = np.where(members, band2, group_noise)
     return Speed(
         slowness=slowness,

@@ -23,11 +23,14 @@ def endpoint(i: int) -> Endpoint:
     return Endpoint(address=f"10.0.0.{i}:8000", host=f"10.0.0.{i}", port=8000, weight=10)
 
 
-def reading(address: str, *, at: float, slower: float, rng: random.Random) -> Sample:
+def reading(
+    address: str, *, at: float, slower: float, rng: random.Random, piled: bool = False
+) -> Sample:
     """A prompt-heavy window: a share of the traffic that wanders, so the prefill work and the
     stalls in the mean time between tokens wander with it (the reading is mostly stall), with
-    10% noise on top."""
-    running = rng.uniform(5.0, 45.0)
+    10% noise on top. ``piled``: the server holds its requests as much longer as it is slower
+    (its batch grows with its slowness at one arrival rate), so its work grows too."""
+    running = rng.uniform(5.0, 45.0) * (slower if piled else 1.0)
     ratio = rng.uniform(2.0, 40.0)  # prompt tokens prefilled per output token
     step = slower * (DECODE_S + PREFILL_PER_TOKEN_S * running * ratio) * rng.gauss(1.0, 0.1)
     return Sample.build(
@@ -43,7 +46,9 @@ def reading(address: str, *, at: float, slower: float, rng: random.Random) -> Sa
     )
 
 
-def run(slower: list[float], *, cycles: int, seed: int = 1) -> list[dict[str, WeightDecision]]:
+def run(
+    slower: list[float], *, cycles: int, seed: int = 1, piled: bool = False
+) -> list[dict[str, WeightDecision]]:
     pool = Pool(name="p")
     eps = [endpoint(i) for i in range(len(slower))]
     rng = random.Random(seed)
@@ -52,7 +57,7 @@ def run(slower: list[float], *, cycles: int, seed: int = 1) -> list[dict[str, We
     for cycle in range(cycles):
         at = NOW + cycle
         samples = {
-            e.address: reading(e.address, at=at, slower=s, rng=rng)
+            e.address: reading(e.address, at=at, slower=s, rng=rng, piled=piled)
             for e, s in zip(eps, slower, strict=True)
         }
         previous = compute_weights(
@@ -104,6 +109,21 @@ def test_a_slower_gpu_and_a_slowed_server_stay_apart() -> None:
     assert seen[9][0] <= 0.5, [f[0] for f in seen[:12]]
     assert 0.15 <= seen[-1][0] <= 0.35, seen[-1]
     assert min(seen[-1][1:]) >= 0.98, seen[-1]
+
+
+def test_a_slower_server_whose_requests_pile_up_reads_its_speed_from_a_cold_start() -> None:
+    """Two L4-like servers 3.5x slower than two H100s hold their requests 3.5x longer, so
+    their batches, and with them the prefill work in each step, are 3.5x larger: slowness
+    and work rise together across the servers. The shape of the line is learnt from how each
+    server's step moves with its own work, so the work does not hide the slowness: from a
+    cold start the two read within 15% of 3.5x within 30 cycles and stay there."""
+    for seed in (1, 2, 3):
+        history = run([1.0, 1.0, 3.5, 3.5], cycles=90, seed=seed, piled=True)
+        for cycle, decisions in enumerate(history[30:], start=30):
+            factors = capacity_factors(decisions)
+            assert min(factors[:2]) >= 0.98, (seed, cycle, factors)
+            for slow in factors[2:]:
+                assert 3.5 * 0.85 <= 1.0 / slow <= 3.5 * 1.15, (seed, cycle, factors)
 
 
 def test_pooling_a_large_pool_on_a_grid_gives_the_pair_by_pair_means() -> None:
