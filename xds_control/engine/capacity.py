@@ -255,6 +255,7 @@ def _last_speed(inputs: Inputs, *, drop: Mask) -> Speed:
         fit=np.vstack([kept(name) for name in FIT]),
         reference_step=nothing,
         group_noise=nothing,
+        slowed=np.zeros(len(inputs.addresses), dtype=np.bool_),
     )
 
 

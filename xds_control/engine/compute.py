@@ -82,6 +82,7 @@ def compute_weights(
         score=score,
         warmup=warmup,
         stale=stale,
+        slowed=capacity.speed.slowed,
         base=base_weight(engine_base=engine_base, policy=policy),
         now=now,
         policy=policy,
@@ -130,14 +131,18 @@ def _smooth(
     score: Column,
     warmup: Ramp,
     stale: Mask,
+    slowed: Mask,
     base: Column,
     now: float,
     policy: WeightPolicy,
 ) -> Smoothed:
-    """Target weights from the scores, smoothed; a stale endpoint holds, then decays."""
+    """Target weights from the scores, smoothed; a stale endpoint holds, then decays. Where
+    the speed reading found a server slower past its noise band (``slowed``), a lower target
+    is taken as it is: the capacity is smoothed already, and that change is not noise."""
     target = 100.0 * score * warmup.warm
     last = inputs.last("smoothed")
     smoothed = np.where(inputs.known, ewma(last, target, alpha=policy.ewma_alpha), target)
+    smoothed = np.where(slowed, np.minimum(smoothed, target), smoothed)
     held = smoothed.copy()
     last_fresh_at: list[float | None] = [now] * len(inputs.addresses)
     reasons = ["fresh signals"] * len(inputs.addresses)

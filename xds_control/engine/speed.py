@@ -87,6 +87,9 @@ class Speed:
     group's median server, which the slowness scales."""
     group_noise: Column
     """Each endpoint's group's noise (the median of its members')."""
+    slowed: Mask
+    """Endpoints whose quick reading passed their slowness by the band this cycle: a server
+    that slowed down, beyond what the noise explains."""
 
 
 def _points(*, step: Column, work: Column) -> Column:
@@ -144,6 +147,7 @@ def read_speed(
     )
     reference = np.full(n, np.nan)
     group_noise = np.full(n, np.nan)
+    jumped = np.zeros(n, dtype=np.bool_)
     for kind in (False, True):
         members = group == kind
         fresh = members & (step == step) & (step > 0.0)
@@ -174,7 +178,9 @@ def read_speed(
         # A slower server is followed at once: quick passed the band, or the two were equal
         # after such a jump and the readings stay slower. Its past readings are put on the
         # level it now reads at, so its scale is the quick one's.
-        followed = had & ((quick - before > band) | ((last_recent == before) & (quick > before)))
+        passed = had & (quick - before > band)
+        followed = passed | (had & (last_recent == before) & (quick > before))
+        jumped |= passed
         shift = np.exp(np.where(followed, quick - before, 0.0))
         fit = fit / np.vstack((shift**2, shift**2, shift**2, shift, shift))
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -195,6 +201,7 @@ def read_speed(
         fit=fit,
         reference_step=reference,
         group_noise=group_noise,
+        slowed=jumped,
     )
 
 

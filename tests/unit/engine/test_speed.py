@@ -126,6 +126,32 @@ def test_a_slower_server_whose_requests_pile_up_reads_its_speed_from_a_cold_star
                 assert 3.5 * 0.85 <= 1.0 / slow <= 3.5 * 1.15, (seed, cycle, factors)
 
 
+def test_a_slowdown_past_the_noise_is_not_smoothed_again() -> None:
+    """The cycle an H100's speed reading passes the noise band after it slowed 4x, its
+    smoothed weight is its target: the capacity is smoothed already, and a second average
+    would only hold traffic on a slow server for a few more cycles."""
+    history = run([1.0, 1.0, 1.0], cycles=60)
+    pool = Pool(name="p")
+    eps = [endpoint(i) for i in range(3)]
+    rng = random.Random(4)
+    previous = history[-1]
+    for cycle in range(20):
+        at = NOW + 60 + cycle
+        samples = {
+            e.address: reading(e.address, at=at, slower=s, rng=rng)
+            for e, s in zip(eps, [4.0, 1.0, 1.0], strict=True)
+        }
+        before = previous[eps[0].address]
+        previous = compute_weights(
+            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+        )
+        slowed = previous[eps[0].address]
+        if slowed.factors.capacity < 0.75 * before.factors.capacity:
+            assert slowed.smoothed == slowed.target < before.smoothed, (cycle, slowed)
+            return
+    raise AssertionError("the slowed server's capacity never fell")
+
+
 def test_pooling_a_large_pool_on_a_grid_gives_the_pair_by_pair_means() -> None:
     rng = np.random.default_rng(3)
     values = np.concatenate((rng.normal(0.0, 0.1, 600), rng.normal(0.65, 0.1, 400)))
