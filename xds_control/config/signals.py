@@ -74,8 +74,10 @@ class ScrapeConfig(StrictModel):
         description="Rates from scrapes (decode step, prefix hits, TTFT SLO, errors) span this "
         "long. A window's mean time between tokens counts each token once, so after a server "
         "slows down its few slow steps weigh little until they fill the window: a server "
-        "slowed 4x first lost weight 11-14 s after the fault at 10 s; at 5 s 6 s with the "
-        "picker and 10-11 s with weighted MAGLEV. 5 s is not the default: on a pool that mixes "
+        "slowed 4x first lost weight 5-10 s after the fault at 10 s under weighted MAGLEV "
+        "(three fleets; 8 s with the picker). 5 s was tried on the engine before 4 December's "
+        "line fit (6 s with the picker, 10-11 s with weighted MAGLEV) and is not the default: "
+        "on a pool that mixes "
         "engines its noisier steps read the servers timed by the data path (Triton, ONNX "
         "Runtime) slower, and in 3 of 6 seeds weighted MAGLEV's goodput fell to 4.6-6.5 req/s "
         "(at 10 s: 9.5-11.8) (docs/benchmarks.md).",
