@@ -91,8 +91,8 @@ class WeightDecision(NamedTuple):
     readings, in natural log (0: the group's median server; ``engine/speed.py``); ``None``
     until it reported a step."""
     slowness_recent: float | None = None
-    """Quick average of the same; when it passes the slow one by the band, the slow one
-    jumps to it."""
+    """Quick average of the readings' slowness; when it passes ``slowness`` by the band,
+    ``slowness`` jumps to it."""
     slowness_noise: float | None = None
     """Mean square distance of one reading's slowness from the slowness."""
     fit_w: float | None = None

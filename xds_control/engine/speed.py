@@ -111,7 +111,7 @@ def _scales(sums: Column, *, shape: Column | float) -> Column:
 def _shape(sums: Column) -> float:
     """The group's shape: the grid's best fit of every column's readings by its own scale
     times ``1 + r x`` (0 where the work never varied or is unknown). The fit's error at a
-    shape is what every column's best scale leaves, ``sum w (1 - A (1 + r x) / step)^2``,
+    shape is what every column's best scale leaves, ``sum (1 - A (1 + r x) / step)^2``,
     which is least where ``sum (wy + r wxy)^2 / (w + 2 r wx + r^2 wxx)`` is greatest."""
     w, wx, _, wy, wxy = sums
     mean_work = float(np.sum(wx) / np.sum(w))
