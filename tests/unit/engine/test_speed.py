@@ -47,14 +47,22 @@ def reading(
 
 
 def run(
-    slower: list[float], *, cycles: int, seed: int = 1, piled: bool = False
+    slower: list[float],
+    *,
+    cycles: int,
+    seed: int = 1,
+    piled: bool = False,
+    after: list[dict[str, WeightDecision]] | None = None,
 ) -> list[dict[str, WeightDecision]]:
+    """``cycles`` engine cycles of servers ``slower`` than an H100, from a cold start or
+    going on from the history ``after``."""
     pool = Pool(name="p")
     eps = [endpoint(i) for i in range(len(slower))]
     rng = random.Random(seed)
-    previous: dict[str, WeightDecision] = {}
+    previous: dict[str, WeightDecision] = after[-1] if after else {}
+    start = len(after) if after else 0
     history = []
-    for cycle in range(cycles):
+    for cycle in range(start, start + cycles):
         at = NOW + cycle
         samples = {
             e.address: reading(e.address, at=at, slower=s, rng=rng, piled=piled)
@@ -90,22 +98,7 @@ def test_a_slower_gpu_and_a_slowed_server_stay_apart() -> None:
     assert min(factors[:2]) >= 0.98, factors
     assert 1.9 * 0.85 <= 1.0 / factors[2] <= 1.9 * 1.15, factors
 
-    pool = Pool(name="p")
-    eps = [endpoint(i) for i in range(3)]
-    rng = random.Random(2)
-    previous = history[-1]
-    seen = []
-    for cycle in range(40):
-        at = NOW + 90 + cycle
-        slower = [4.0, 1.0, 1.0]
-        samples = {
-            e.address: reading(e.address, at=at, slower=s, rng=rng)
-            for e, s in zip(eps, slower, strict=True)
-        }
-        previous = compute_weights(
-            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
-        )
-        seen.append(capacity_factors(previous))
+    seen = [capacity_factors(d) for d in run([4.0, 1.0, 1.0], cycles=40, seed=2, after=history)]
     assert seen[9][0] <= 0.5, [f[0] for f in seen[:12]]
     assert 0.15 <= seen[-1][0] <= 0.35, seen[-1]
     assert min(seen[-1][1:]) >= 0.98, seen[-1]
@@ -131,21 +124,12 @@ def test_a_slowdown_past_the_noise_is_not_smoothed_again() -> None:
     smoothed weight is its target: the capacity is smoothed already, and a second average
     would only hold traffic on a slow server for a few more cycles."""
     history = run([1.0, 1.0, 1.0], cycles=60)
-    pool = Pool(name="p")
-    eps = [endpoint(i) for i in range(3)]
-    rng = random.Random(4)
-    previous = history[-1]
-    for cycle in range(20):
-        at = NOW + 60 + cycle
-        samples = {
-            e.address: reading(e.address, at=at, slower=s, rng=rng)
-            for e, s in zip(eps, [4.0, 1.0, 1.0], strict=True)
-        }
-        before = previous[eps[0].address]
-        previous = compute_weights(
-            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
-        )
-        slowed = previous[eps[0].address]
+    slowed_down = run([4.0, 1.0, 1.0], cycles=20, seed=4, after=history)
+    server = endpoint(0).address
+    for cycle, (last, now) in enumerate(
+        zip([history[-1], *slowed_down[:-1]], slowed_down, strict=True)
+    ):
+        before, slowed = last[server], now[server]
         if slowed.factors.capacity < 0.75 * before.factors.capacity:
             assert slowed.smoothed == slowed.target < before.smoothed, (cycle, slowed)
             return
