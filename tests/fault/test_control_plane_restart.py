@@ -60,10 +60,10 @@ async def test_kill_and_restart_keeps_envoy_on_the_engine_weights(tmp_path: Path
                     and min(w["s0"], w["s1"]) >= max(w["s2"], w["s3"]) + 2 * QUANTUM
                 )
 
-            # What the case tests comes after this wait. From a cold start a fleet mixing fast
-            # and slow GPUs can take over a minute to read each one's speed on a loaded CI lane
-            # (issue 23's line of step over prefill work: a slower server's larger work per
-            # step first hides its speed): a CI run timed out here at 50 s.
+            # What the case tests comes after this wait, which is generous: a CI run timed out
+            # here at 50 s when the speed fit still took a slower server's larger work per
+            # step for work and a fleet mixing fast and slow GPUs took over a minute to read
+            # each one's speed (fixed since: the fit learns its shape within each server).
             await eventually(settled_unequal, timeout=90, what="unequal weights that hold still")
             before = await stack.envoy_weights()
             old_log = Path(stack.control_plane.process.log_path)
