@@ -2,10 +2,12 @@
 server comes back to the control plane in Envoy's access log, and ``/v1/weights?explain=1``
 shows, per endpoint, how many it served, at what rate, and how fast it streamed: the slow
 server (an L4) streams each byte slower than the fast one (an H100). Servers with no metrics
-at all get their weights from those readings alone."""
+at all get their weights from those readings alone, and a slow one is read while its first
+answers still stream."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,6 +19,7 @@ from e2e.engine_stack import SimStack, engine_config, sim_stack
 from e2e.stack import eventually
 from xds_lab.loadgen.runner import run_load
 from xds_lab.loadgen.workloads import LoadSpec, build_requests
+from xds_lab.sim.faults import FaultUpdate
 
 SIGNALS = {
     "scrape": {"enabled": True, "interval_s": 0.5},
@@ -111,5 +114,54 @@ async def test_servers_with_no_metrics_are_weighed_by_the_data_path_alone(tmp_pa
             decision = next(d for d in view["pools"]["chat"] if d["address"] == address)
             assert "decode_step_s" not in decision["inputs"]  # nothing but the data path
             assert "capacity: time per response byte (data path)" in decision["reason"]
+    finally:
+        await stack.close()
+
+
+async def test_a_server_with_no_metrics_is_weighed_while_its_first_answers_still_stream(
+    tmp_path: Path,
+) -> None:
+    # s1 is 30x slow: each of its answers streams for a minute, longer than any wait here. It
+    # must not be weighed as a typical server until one ends: Envoy logs every open stream
+    # each second, and its time per byte so far, and whether its first byte came within the
+    # TTFT target, are read while it runs.
+    stack: SimStack = sim_stack(
+        tmp_path, profiles=["vllm-h100", "vllm-h100"], overrides={"metrics": "none"}
+    )
+    signals = {**SIGNALS, "scrape": {"enabled": False}}
+    try:
+        stack.backends.servers["s1"].faults.apply(FaultUpdate(slowdown=30))
+        await stack.start(engine_config(stack, signals=signals, weights={}))
+        s1 = stack.backends.addresses["s1"]
+        spec = LoadSpec(
+            rate=4.0,
+            requests=160,
+            seed=5,
+            input_mean=200,
+            output_mean=150,
+            output_sigma=0.0,  # every answer 150 tokens: s1's take 150 x 0.3 s and more
+            stream_fraction=1.0,
+        )
+        started = time.monotonic()
+        load = asyncio.create_task(run_load(stack.url, build_requests(spec), timeout_s=120))
+
+        async def slow_one_weighed_down() -> bool:
+            weights = await stack.envoy_weights()
+            return weights.get("s1", 0) < 0.5 * weights.get("s0", 0)
+
+        await eventually(slow_one_weighed_down, timeout=40, what="s1 weighed below half of s0")
+        assert time.monotonic() - started < 45  # s1's first answer cannot have ended yet
+        view = await stack.control_plane.get_json("/v1/weights?explain=1")
+        inputs = _inputs(view, s1)
+        assert inputs.get("datapath_requests", {}).get("value", 0) == 0, inputs
+        assert inputs["datapath_step_s"]["source"] == "data_path"
+        assert inputs["datapath_inflight"]["value"] > 1
+        # Its first bytes come 2 s in, past the pool's 1 s target, where s0's come in 0.1 s:
+        # the SLO factor judges it by what Envoy saw, as it would by its own histogram.
+        fast = _inputs(view, stack.backends.addresses["s0"])
+        assert inputs["datapath_slo_ttft"]["value"] < 0.5 < fast["datapath_slo_ttft"]["value"]
+        decision = next(d for d in view["pools"]["chat"] if d["address"] == s1)
+        assert decision["factors"]["slo"] < 1.0
+        load.cancel()
     finally:
         await stack.close()

@@ -51,6 +51,7 @@ SIGNALS = (
     Signal.RUNNING_MEAN,
     Signal.DATAPATH_INFLIGHT,
     Signal.DATAPATH_PROMPT_RATIO,
+    Signal.DATAPATH_SLO_TTFT,
 )
 """Row order of ``Inputs.fresh``: the weight signals first."""
 

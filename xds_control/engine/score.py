@@ -55,6 +55,8 @@ def _compliance(inputs: Inputs, *, alpha: float) -> tuple[Averaged, Column]:
     where every server misses alike gains nothing by moving load between them, and a level
     that moved for all of them would be a push for each."""
     reading = inputs.signal(Signal.SLO_TTFT)
+    # A server whose TTFT histogram nobody reads is judged by what Envoy saw.
+    reading = np.where(reading == reading, reading, inputs.signal(Signal.DATAPATH_SLO_TTFT))
     averaged = average(
         reading,
         mean=inputs.last("slo_compliance"),

@@ -2,9 +2,10 @@
 
 ``AccessLogServicer`` serves ``envoy.service.accesslog.v3.AccessLogService`` on the ADS port
 (``server/grpc_server.py``): every Envoy whose listeners carry the data-path access log
-(``xds/access_log.py``) streams its HTTP entries to it; each becomes an ``Observation`` in the
-shared ``DataPathWindow``. ``DataPathSource`` reads that window as a ``SignalSource``: no IO,
-so its ``fetch`` is as cheap as the window's sums.
+(``xds/access_log.py``) streams its HTTP entries to it; each becomes an ``Observation`` (a
+request that ended) or a ``Progress`` (one still running) in the shared ``DataPathWindow``.
+``DataPathSource`` reads that window as a ``SignalSource``: no IO, so its ``fetch`` is as
+cheap as the window's sums.
 
 The servicer never raises into gRPC: an entry it cannot read is counted (``bad``) and skipped,
 and a stream that fails ends with an empty response.
@@ -24,7 +25,7 @@ from xds_control.config.signals import DataPathConfig
 from xds_control.signals.data_path import DataPathWindow
 from xds_control.signals.latency import P99Readings
 from xds_control.signals.metrics import DATA_PATH_ENTRIES, DATA_PATH_STREAMS
-from xds_control.signals.observation import from_entry
+from xds_control.signals.observation import Progress, from_entry
 from xds_control.signals.sample import Sample
 from xds_control.signals.source import Target
 
@@ -40,7 +41,7 @@ log = structlog.get_logger(__name__)
 
 ACCESS_LOG_SERVICE = "envoy.service.accesslog.v3.AccessLogService"
 
-_OUTCOMES = ("counted", "skipped", "dropped", "bad")
+_OUTCOMES = ("counted", "running", "skipped", "dropped", "bad")
 
 
 class DataPath:
@@ -115,6 +116,9 @@ class AccessLogServicer:
                 continue
             if observation is None:
                 counts["skipped"] += 1
+            elif isinstance(observation, Progress):
+                kept = data_path.window.progress(observation, now=now)
+                counts["running" if kept else "dropped"] += 1
             elif data_path.window.add(observation, now=now):
                 counts["counted"] += 1
             else:
@@ -137,8 +141,13 @@ class DataPathSource:
         return self._data_path.window.samples(addresses, now=self._clock())
 
     async def fetch(self, targets: Collection[Target]) -> Mapping[str, Sample]:
-        """Samples for ``targets`` now, keyed by address; never raises."""
-        return self.latest([t.address for t in targets])
+        """Samples for ``targets`` now, keyed by address, each with its TTFT compliance
+        against its pool's target; never raises."""
+        return self._data_path.window.samples(
+            [t.address for t in targets],
+            now=self._clock(),
+            ttft_targets={t.address: t.ttft_slo_s for t in targets},
+        )
 
 
 class DataPathLatency:

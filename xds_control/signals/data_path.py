@@ -4,6 +4,15 @@ Every Envoy streams an access-log entry per request (``signals/access_log.py``);
 an ``Observation`` and lands here, in its endpoint's window. ``samples`` reads the windows as
 ``Sample``s with the ``DATAPATH_*`` signals, so they merge with every other source's.
 
+Requests still running count too. Envoy logs each open stream every ``PERIODIC_S``
+(``Progress``); the window keeps the newest such entry per stream until the stream's own
+entry ends it, and adds what the open streams have taken so far (their seconds, and the
+seconds and bytes they have streamed) to the readings below. Without them, a server whose
+answers take longer than the window (a slow server, overloaded) would have no reading at all
+until its first one ended, and would be weighed as a typical one meanwhile; and the in-flight
+count, read from requests that ended, would lag the load that runs now. An open stream not
+logged for ``3 x PERIODIC_S`` (its end lost, its Envoy gone) is dropped.
+
 Memory is bounded: an endpoint's window is a ring of ``buckets`` time slots of sums (count,
 failures, TTFB, streaming seconds and bytes), whatever its request rate; an endpoint with no
 request for ``window_s`` is forgotten, and at most ``max_addresses`` are tracked at once.
@@ -24,12 +33,15 @@ The readings, over the requests that finished in the last ``window_s`` seconds:
   SSE server that emits one event per token, it is the decode step divided by an event's
   size, which is alike between servers of one model and API.
 - ``DATAPATH_INFLIGHT``: requests in flight, on average: the seconds the window's served
-  requests took (start to last byte), summed, over the span (Little's law). A request counts
-  when it ends, so a window of long streams reads low while they run.
+  requests took (start to last byte), and those the open ones have taken so far, summed, over
+  the span (Little's law).
 - ``DATAPATH_PROMPT_RATIO``: request body bytes per response body byte over the same streamed
   responses as the step: the prompt work behind each output byte. With the in-flight count it
   makes the data path's measure of the prefill work that stalls the steps it times.
 - ``DATAPATH_ERROR_RATIO``: failed requests over all.
+- ``DATAPATH_SLO_TTFT``, when the caller gives the endpoint's TTFT target: the share of its
+  served requests still in the window (the last ``TTFB_KEPT``) and of its open streams whose
+  first byte came within the target; an open stream still waiting past it is a miss already.
 
 Besides the sums, each endpoint keeps the time to first byte of its last ``TTFB_KEPT``
 served requests, so ``ttfb_p99`` can give the admission budgets a P99 for servers whose own
@@ -42,10 +54,10 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from xds_control.signals.observation import Observation
+from xds_control.signals.observation import PERIODIC_S, Observation, Progress
 from xds_control.signals.sample import Sample, Signal
 
 __all__ = ["SOURCE", "TTFB_KEPT", "DataPathWindow", "WindowTotals"]
@@ -74,6 +86,7 @@ class WindowTotals:
     """Request body bytes of the streamed responses ``stream_bytes`` counts."""
     span_s: float
     last_at: float
+    """When the newest of these requests ended, or an open one was last logged."""
 
     def values(self) -> list[tuple[Signal, float]]:
         """The readings these sums make (a signal with nothing to read is left out)."""
@@ -93,6 +106,26 @@ class WindowTotals:
         return out
 
 
+_OPEN_KEPT_S = 3 * PERIODIC_S
+"""An open stream not logged for this long is dropped: its end was lost or its Envoy went."""
+
+
+@dataclass(slots=True)
+class _Open:
+    """The newest periodic entry of one open stream, and how many were seen."""
+
+    progress: Progress
+    seen: int
+    refreshed_at: float
+    """Our clock when the newest entry came."""
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds the stream has run, as of its newest entry: the n-th is written n periods
+        in, whatever our clock says (the buffer holds it up to a second before it comes)."""
+        return self.seen * PERIODIC_S
+
+
 TTFB_KEPT = 128
 """Times to first byte kept per endpoint (1 KiB each way): a P99 over the last 128 requests in
 the window rests on the two slowest."""
@@ -102,7 +135,7 @@ class _Track:
     """One endpoint's ring of buckets: ``ids[i]`` is the bucket number slot ``i`` holds; and
     its ring of the last ``TTFB_KEPT`` times to first byte with when each request ended."""
 
-    __slots__ = ("first_at", "ids", "last_at", "sums", "ttfb", "ttfb_at", "ttfb_next")
+    __slots__ = ("first_at", "ids", "last_at", "open", "sums", "ttfb", "ttfb_at", "ttfb_next")
 
     def __init__(self, *, buckets: int, at: float) -> None:
         self.ids = [-1] * buckets
@@ -112,6 +145,14 @@ class _Track:
         self.ttfb = array("d")
         self.ttfb_at = array("d")
         self.ttfb_next = 0
+        self.open: dict[str, _Open] = {}
+
+    def live(self, *, now: float) -> list[_Open]:
+        """The open streams logged lately; the others are dropped."""
+        stale = [k for k, o in self.open.items() if o.refreshed_at < now - _OPEN_KEPT_S]
+        for key in stale:
+            del self.open[key]
+        return list(self.open.values())
 
     def keep_ttfb(self, ttfb_s: float, *, at: float) -> None:
         if len(self.ttfb) < TTFB_KEPT:
@@ -167,6 +208,7 @@ class DataPathWindow:
                 return False  # older than what the slot holds now: out of the window
             track.ids[slot] = bucket
             sums[:] = [0.0] * _FIELDS
+        track.open.pop(observation.stream_id, None)
         sums[_COUNT] += 1
         track.first_at = min(track.first_at, at)
         track.last_at = max(track.last_at, at)
@@ -186,17 +228,46 @@ class DataPathWindow:
             sums[_PROMPT_BYTES] += observation.request_bytes
         return True
 
+    def progress(self, progress: Progress, *, now: float) -> bool:
+        """Keep ``progress`` as its stream's newest; ``False`` when it is not kept
+        (``max_addresses`` endpoints are tracked already, or it names no stream)."""
+        if not progress.stream_id:
+            return False
+        track = self._tracks.get(progress.address)
+        if track is None:
+            if len(self._tracks) >= self._max:
+                self.forget(now=now)
+                if len(self._tracks) >= self._max:
+                    return False
+            at = min(progress.started_at, now)
+            track = self._tracks[progress.address] = _Track(buckets=self._buckets, at=at)
+            track.last_at = -math.inf  # no request of it ended yet
+        kept = track.open.get(progress.stream_id)
+        if kept is None:
+            # Its first entry here, though maybe not its first: the window may be newer than
+            # the stream. How many periods it has run by the clocks; later ones are counted.
+            seen = max(1, int((now - progress.started_at) // PERIODIC_S))
+            track.open[progress.stream_id] = _Open(progress=progress, seen=seen, refreshed_at=now)
+        else:
+            kept.progress, kept.seen, kept.refreshed_at = progress, kept.seen + 1, now
+        return True
+
     def forget(self, *, now: float) -> None:
-        """Drop every endpoint with no request in the window."""
+        """Drop every endpoint with no request in the window, ended or open."""
         self._pruned_at = now
         horizon = now - self.window_s
-        for address in [a for a, t in self._tracks.items() if t.last_at <= horizon]:
+        for address in [
+            a for a, t in self._tracks.items() if t.last_at <= horizon and not t.live(now=now)
+        ]:
             del self._tracks[address]
 
     def totals(self, address: str, *, now: float) -> WindowTotals | None:
         """``address``'s sums over the window; ``None`` when it had no request in it."""
         track = self._tracks.get(address)
-        if track is None or track.last_at <= now - self.window_s:
+        if track is None:
+            return None
+        running = track.live(now=now)
+        if not running and track.last_at <= now - self.window_s:
             return None
         current = int(now // self._bucket_s)
         oldest = current - self._buckets + 1
@@ -205,10 +276,21 @@ class DataPathWindow:
             if oldest <= bucket <= current:
                 for i in range(_FIELDS):
                     total[i] += sums[i]
-        if not total[_COUNT]:
+        if not total[_COUNT] and not running:
             return None
         window_start = oldest * self._bucket_s
-        span = min(now - window_start, now - track.first_at)
+        span = max(min(now - window_start, now - track.first_at), self._bucket_s)
+        newest = track.last_at
+        for stream in running:
+            seen = stream.progress
+            # In flight until now, as a request that ended was until its end; its bytes so
+            # far were sent in the periods its entries count.
+            total[_BUSY_S] += min(max(stream.elapsed_s, now - seen.started_at), span)
+            newest = max(newest, seen.started_at + stream.elapsed_s)
+            if seen.streamed and seen.ttfb_s is not None and seen.response_bytes > 0:
+                total[_STREAM_S] += max(0.0, stream.elapsed_s - seen.ttfb_s)
+                total[_STREAM_BYTES] += seen.response_bytes
+                total[_PROMPT_BYTES] += seen.request_bytes
         return WindowTotals(
             count=int(total[_COUNT]),
             failed=int(total[_FAILED]),
@@ -218,8 +300,8 @@ class DataPathWindow:
             stream_bytes=int(total[_STREAM_BYTES]),
             busy_s=total[_BUSY_S],
             prompt_bytes=int(total[_PROMPT_BYTES]),
-            span_s=max(span, self._bucket_s),
-            last_at=track.last_at,
+            span_s=span,
+            last_at=min(newest, now),
         )
 
     def ttfb_p99(self, *, now: float) -> dict[str, float]:
@@ -239,18 +321,51 @@ class DataPathWindow:
             out[address] = kept[low] + (kept[high] - kept[low]) * (rank - low)
         return out
 
-    def samples(self, addresses: Collection[str] | None = None, *, now: float) -> dict[str, Sample]:
+    def ttft_met(self, address: str, *, target_s: float, now: float) -> float | None:
+        """The share of ``address``'s requests whose first byte came within ``target_s``
+        (``DATAPATH_SLO_TTFT``); ``None`` when none can be judged yet."""
+        track = self._tracks.get(address)
+        if track is None:
+            return None
+        horizon = now - self.window_s
+        met = judged = 0
+        for value, at in zip(track.ttfb, track.ttfb_at, strict=True):
+            if at > horizon:
+                judged += 1
+                met += value <= target_s
+        for stream in track.live(now=now):
+            first = stream.progress.ttfb_s
+            if first is not None:
+                judged += 1
+                met += first <= target_s
+            elif stream.elapsed_s > target_s:
+                judged += 1  # still waiting, and past the target already
+        return met / judged if judged else None
+
+    def samples(
+        self,
+        addresses: Collection[str] | None = None,
+        *,
+        now: float,
+        ttft_targets: Mapping[str, float] | None = None,
+    ) -> dict[str, Sample]:
         """A sample for each of ``addresses`` (default: every one tracked) with a request in
-        the window, its readings observed at its newest request's end."""
+        the window or running, its readings observed at its newest request's end or open
+        stream's entry; with ``DATAPATH_SLO_TTFT`` for those ``ttft_targets`` (address ->
+        its pool's TTFT target) names."""
         wanted = self._tracks.keys() if addresses is None else addresses
+        targets = ttft_targets or {}
         out: dict[str, Sample] = {}
         for address in wanted:
             totals = self.totals(address, now=now)
-            if totals is not None:
-                out[address] = Sample.build(
-                    address=address,
-                    values=totals.values(),
-                    observed_at=totals.last_at,
-                    source=SOURCE,
-                )
+            if totals is None:
+                continue
+            values = totals.values()
+            target = targets.get(address)
+            met = None if target is None else self.ttft_met(address, target_s=target, now=now)
+            if met is not None:
+                values.append((Signal.DATAPATH_SLO_TTFT, met))
+            out[address] = Sample.build(
+                address=address, values=values, observed_at=totals.last_at, source=SOURCE
+            )
         return out

@@ -36,9 +36,10 @@ REJECTED_VALUES = Counter(
 )
 DATA_PATH_ENTRIES = Counter(
     "xds_control_data_path_entries_total",
-    "Envoy access-log entries received, by outcome: counted; skipped (no upstream host, or an "
-    "intermediate entry); dropped (finished before the window, no room for another endpoint, "
-    "or the data path off); bad (could not be read).",
+    "Envoy access-log entries received, by outcome: counted (a request that ended); running "
+    "(a periodic entry of a request still open); skipped (no upstream host); dropped "
+    "(finished before the window, no room for another endpoint, or the data path off); bad "
+    "(could not be read).",
     ["outcome"],
 )
 DATA_PATH_STREAMS = Counter(

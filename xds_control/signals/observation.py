@@ -3,6 +3,12 @@
 What the data path measured, the same for every OpenAI-compatible server: which endpoint
 answered, when its first and last bytes came back, how much it sent, and whether the request
 failed. Nothing here reads a server's own metrics.
+
+A request still running is seen too: Envoy logs each open stream every ``PERIODIC_S``
+(``access_log_flush_interval``), and each such entry is a ``Progress``: its endpoint, its
+start, its first byte if one came, and the bytes sent so far. The entry carries no time of its
+own; the n-th one of a stream is written ``n x PERIODIC_S`` after the stream began (Envoy's
+per-stream timer), which the window counts without reading any clock of ours.
 """
 
 from __future__ import annotations
@@ -13,13 +19,16 @@ from envoy.config.core.v3 import address_pb2
 from envoy.data.accesslog.v3 import accesslog_pb2 as al
 from google.protobuf import duration_pb2
 
-__all__ = ["STREAM_HEADER", "Observation", "from_entry"]
+__all__ = ["PERIODIC_S", "STREAM_HEADER", "Observation", "Progress", "from_entry"]
 
 STREAM_HEADER = "content-type"
 """The response header the access log is configured to carry (``xds/access_log.py``): an
 event stream (``text/event-stream``) is a streamed answer."""
 
 _STREAMED_TYPE = "text/event-stream"
+
+PERIODIC_S = 1.0
+"""How often Envoy logs each stream still open (``xds/access_log.py``)."""
 
 # Response flags that mean the endpoint did not serve the request: resets, timeouts, no
 # healthy or reachable upstream, overflow. Flags of the downstream side (the client went away)
@@ -70,6 +79,8 @@ class Observation:
     streamed: bool
     """An event stream by its content type; without the header, whether the body kept coming
     after the first byte (last byte later than the first)."""
+    stream_id: str = ""
+    """Envoy's id of the downstream stream: its ``Progress`` entries carry the same."""
 
     @property
     def stream_s(self) -> float | None:
@@ -77,6 +88,24 @@ class Observation:
         if self.ttfb_s is None or self.duration_s is None:
             return None
         return max(0.0, self.duration_s - self.ttfb_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A request still running, as one of its periodic access-log entries saw it."""
+
+    address: str
+    """The endpoint serving it, ``IP:PORT``."""
+    stream_id: str
+    started_at: float
+    """Unix time (Envoy's clock) the request began."""
+    ttfb_s: float | None
+    """Seconds from the start to the endpoint's first response byte; ``None``: none yet."""
+    response_bytes: int
+    """Response body bytes sent downstream so far."""
+    request_bytes: int
+    streamed: bool
+    """An event stream by its content type."""
 
 
 def _seconds(value: duration_pb2.Duration, *, present: bool) -> float | None:
@@ -100,12 +129,11 @@ def _failed(common: al.AccessLogCommon, status: int) -> bool:
     return any(f.name in _FAILURE_FLAGS for f, _ in common.response_flags.ListFields())
 
 
-def from_entry(entry: al.HTTPAccessLogEntry) -> Observation | None:
-    """The observation in ``entry``; ``None`` when it names no upstream host (refused by a
-    filter, no route, no cluster: no endpoint served it) or is an intermediate entry."""
+def from_entry(entry: al.HTTPAccessLogEntry) -> Observation | Progress | None:
+    """The request in ``entry``: an ``Observation`` when it ended, a ``Progress`` when it
+    is still running (a periodic entry); ``None`` when it names no upstream host (refused by a
+    filter, no route, no cluster, or not routed yet: no endpoint serves it)."""
     common = entry.common_properties
-    if common.intermediate_log_entry:
-        return None  # a long stream's periodic entry: its request is counted when it ends
     address = _address(common.upstream_remote_address)
     if address is None:
         return None
@@ -113,16 +141,26 @@ def from_entry(entry: al.HTTPAccessLogEntry) -> Observation | None:
         common.time_to_first_upstream_rx_byte,
         present=common.HasField("time_to_first_upstream_rx_byte"),
     )
+    started = common.start_time.seconds + common.start_time.nanos / 1e9
+    response = entry.response
+    content_type = response.response_headers.get(STREAM_HEADER)
+    if common.intermediate_log_entry:
+        return Progress(
+            address=address,
+            stream_id=common.stream_id,
+            started_at=started,
+            ttfb_s=ttfb,
+            response_bytes=int(response.response_body_bytes),
+            request_bytes=int(entry.request.request_body_bytes),
+            streamed=content_type is not None and content_type.lower().startswith(_STREAMED_TYPE),
+        )
     last = _seconds(
         common.time_to_last_upstream_rx_byte,
         present=common.HasField("time_to_last_upstream_rx_byte"),
     )
     if ttfb is not None and last is not None:
         last = max(last, ttfb)
-    started = common.start_time.seconds + common.start_time.nanos / 1e9
-    response = entry.response
     status = response.response_code.value if response.HasField("response_code") else 0
-    content_type = response.response_headers.get(STREAM_HEADER)
     if content_type is not None:
         streamed = content_type.lower().startswith(_STREAMED_TYPE)
     else:
@@ -138,4 +176,5 @@ def from_entry(entry: al.HTTPAccessLogEntry) -> Observation | None:
         status=status,
         failed=_failed(common, status),
         streamed=streamed,
+        stream_id=common.stream_id,
     )

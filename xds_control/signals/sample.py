@@ -76,6 +76,10 @@ class Signal(StrEnum):
     DATAPATH_ERROR_RATIO = "datapath_error_ratio"
     """Failed requests (5xx, reset, timeout, no upstream) over all in the data-path window
     (0..1)."""
+    DATAPATH_SLO_TTFT = "datapath_slo_ttft"
+    """Fraction of the data-path window's requests whose first byte came within the pool's
+    TTFT target (0..1), a request still waiting past it counted as a miss: ``SLO_TTFT`` as
+    Envoy saw it, for servers whose own histograms nobody reads."""
 
 
 RATIO_SIGNALS = frozenset(
@@ -87,6 +91,7 @@ RATIO_SIGNALS = frozenset(
         Signal.ERROR_RATIO,
         Signal.UP,
         Signal.DATAPATH_ERROR_RATIO,
+        Signal.DATAPATH_SLO_TTFT,
     }
 )
 

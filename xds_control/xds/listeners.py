@@ -14,7 +14,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 
 from xds_control.config import Listener, parse_host_port
 from xds_control.config.picker import PoolPicker
-from xds_control.xds.access_log import data_path_access_log
+from xds_control.xds.access_log import data_path_access_log, data_path_log_options
 from xds_control.xds.cluster import ads_config_source
 from xds_control.xds.durations import duration, pack
 from xds_control.xds.lua import classifier_source
@@ -87,8 +87,9 @@ def build_listener(
     in front of the router when the listener has ``classify``, the local rate limit (buckets
     per route) when it has ``limits``, the picker's ``ext_proc`` filter when it routes to
     a pool in ``pickers`` (pool name -> its picker), and the gRPC access log to the control
-    plane when ``data_path`` (``signals.data_path.enabled``; without it the listener is
-    exactly what it was before the data path existed)."""
+    plane, with an entry a second for each stream still open, when ``data_path``
+    (``signals.data_path.enabled``; without it the listener is exactly what it was before the
+    data path existed)."""
     manager = hcm.HttpConnectionManager(
         stat_prefix=listener.name,
         codec_type=hcm.HttpConnectionManager.CodecType.AUTO,
@@ -98,5 +99,6 @@ def build_listener(
         http_filters=_http_filters(listener, model_header=model_header, pickers=pickers or {}),
         stream_idle_timeout=duration(listener.stream_idle_timeout_s),
         access_log=[data_path_access_log()] if data_path else [],
+        access_log_options=data_path_log_options() if data_path else None,
     )
     return http_listener(name=listener.name, address=listener.address, manager=manager)

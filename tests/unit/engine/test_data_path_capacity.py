@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from engine_rows import NOW, a_sample, an_endpoint
-from xds_control.config import Engine, Pool, parse_config
+from xds_control.config import Engine, Pool, WeightPolicy, parse_config
 from xds_control.discovery import Endpoint
 from xds_control.engine import WeightDecision, compute_weights, fleet_step_scale
 from xds_control.engine.pools import compute_route_weights
@@ -90,6 +90,22 @@ def test_servers_with_no_metrics_are_ordered_by_the_data_path_alone() -> None:
     for e in per_byte:
         assert "fresh signals" in out[e.address].reason  # not stale: the data path is a signal
         assert "capacity: time per response byte (data path)" in out[e.address].reason
+
+
+def test_a_server_with_no_metrics_that_misses_its_ttft_target_is_judged_by_the_data_path() -> None:
+    # Two alike servers with no metrics; Envoy saw one meet the TTFT target for 90% of its
+    # requests and the other for 30%: the SLO factor reads that as a server's own histogram
+    # (not averaged here: slo_alpha 1).
+    pool = Pool(name="plain", engine=Engine.VLLM, weights=WeightPolicy(slo_alpha=1.0))
+    meets, misses = an_endpoint(1), an_endpoint(2)
+    samples = {
+        e.address: a_sample(e.address, datapath_step_s=0.001, datapath_slo_ttft=met)
+        for e, met in ((meets, 0.9), (misses, 0.3))
+    }
+    out = cycles(pool, [meets, misses], samples)
+    assert out[meets.address].factors.slo == 1.0
+    assert out[misses.address].factors.slo == pytest.approx(1.0 - 0.3 * 0.6, abs=0.02)
+    assert out[misses.address].weight < out[meets.address].weight
 
 
 def test_prefill_stalls_in_the_data_path_reading_are_taken_out() -> None:

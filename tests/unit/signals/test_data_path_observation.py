@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from envoy.data.accesslog.v3 import accesslog_pb2 as al
 
-from xds_control.signals.observation import Observation, from_entry
+from xds_control.signals.observation import Observation, Progress, from_entry
 
 
 def entry(
@@ -22,6 +22,7 @@ def entry(
     common = out.common_properties
     common.start_time.FromSeconds(1_700_000_000)
     common.upstream_cluster = "chat"
+    common.stream_id = "s-1"
     if host is not None:
         common.upstream_remote_address.socket_address.address = host
         common.upstream_remote_address.socket_address.port_value = port
@@ -53,8 +54,9 @@ def test_a_streamed_answer_is_read_with_its_endpoint_times_and_bytes() -> None:
         status=200,
         failed=False,
         streamed=True,
+        stream_id="s-1",
     )
-    assert got is not None
+    assert isinstance(got, Observation)
     assert abs((got.stream_s or 0) - 1.0) < 1e-9
 
 
@@ -63,22 +65,38 @@ def test_an_entry_with_no_upstream_host_is_skipped() -> None:
     assert from_entry(entry(host=None, status=404, flags=("no_route_found",))) is None
 
 
-def test_an_intermediate_entry_is_skipped() -> None:
-    made = entry()
+def test_a_periodic_entry_is_a_request_still_running_with_its_bytes_so_far() -> None:
+    made = entry(last_s=None, body=300)
     made.common_properties.intermediate_log_entry = True
-    assert from_entry(made) is None
+    assert from_entry(made) == Progress(
+        address="10.0.0.7:8000",
+        stream_id="s-1",
+        started_at=1_700_000_000,
+        ttfb_s=0.2,
+        response_bytes=300,
+        request_bytes=420,
+        streamed=True,
+    )
+    waiting = entry(ttfb_s=None, last_s=None, body=0, status=None, content_type=None)
+    waiting.common_properties.intermediate_log_entry = True
+    got = from_entry(waiting)
+    assert isinstance(got, Progress)
+    assert (got.ttfb_s, got.response_bytes, got.streamed) == (None, 0, False)
+    not_routed = entry(host=None, last_s=None)
+    not_routed.common_properties.intermediate_log_entry = True
+    assert from_entry(not_routed) is None
 
 
 def test_an_ipv6_endpoint_is_bracketed() -> None:
     got = from_entry(entry(host="fd00::1"))
-    assert got is not None
+    assert isinstance(got, Observation)
     assert got.address == "[fd00::1]:8000"
 
 
 def test_5xx_resets_and_timeouts_fail_but_a_4xx_does_not() -> None:
     def failed(**kwargs: object) -> bool:
         got = from_entry(entry(**kwargs))  # type: ignore[arg-type]
-        assert got is not None
+        assert isinstance(got, Observation)
         return got.failed
 
     assert failed(status=503)
@@ -95,7 +113,7 @@ def test_no_response_byte_means_no_times_and_the_start_as_the_end() -> None:
             status=None, ttfb_s=None, last_s=None, body=0, content_type=None, flags=("local_reset",)
         )
     )
-    assert got is not None
+    assert isinstance(got, Observation)
     assert (got.ttfb_s, got.duration_s, got.stream_s, got.status) == (None, None, None, 0)
     assert got.finished_at == 1_700_000_000
     assert not got.streamed
@@ -103,11 +121,11 @@ def test_no_response_byte_means_no_times_and_the_start_as_the_end() -> None:
 
 def test_streamed_comes_from_the_content_type_else_from_the_times() -> None:
     json_answer = from_entry(entry(content_type="application/json"))
-    assert json_answer is not None
+    assert isinstance(json_answer, Observation)
     assert not json_answer.streamed
     no_header_late_bytes = from_entry(entry(content_type=None, ttfb_s=0.2, last_s=0.9))
-    assert no_header_late_bytes is not None
+    assert isinstance(no_header_late_bytes, Observation)
     assert no_header_late_bytes.streamed
     no_header_one_chunk = from_entry(entry(content_type=None, ttfb_s=0.2, last_s=0.2))
-    assert no_header_one_chunk is not None
+    assert isinstance(no_header_one_chunk, Observation)
     assert not no_header_one_chunk.streamed

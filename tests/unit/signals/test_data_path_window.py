@@ -6,7 +6,7 @@ import pytest
 
 from xds_control.signals import Signal
 from xds_control.signals.data_path import SOURCE, DataPathWindow
-from xds_control.signals.observation import Observation
+from xds_control.signals.observation import Observation, Progress
 
 T0 = 1_700_000_000.0
 
@@ -21,6 +21,7 @@ def obs(
     request_bytes: int = 300,
     failed: bool = False,
     streamed: bool = True,
+    stream_id: str = "",
 ) -> Observation:
     return Observation(
         cluster="chat",
@@ -33,6 +34,7 @@ def obs(
         status=503 if failed else 200,
         failed=failed,
         streamed=streamed,
+        stream_id=stream_id,
     )
 
 
@@ -133,3 +135,74 @@ def test_the_p99_time_to_first_byte_is_over_the_requests_still_in_the_window() -
         window.add(obs(at, ttfb_s=0.2), now=at)
     assert window.ttfb_p99(now=T0 + 28)["10.0.0.1:8000"] == pytest.approx(0.2)
     assert window.ttfb_p99(now=T0 + 60) == {}  # nothing left in the window
+
+
+def running(
+    stream_id: str,
+    *,
+    started_at: float = T0,
+    address: str = "10.0.0.1:8000",
+    ttfb_s: float | None = 2.0,
+    response_bytes: int = 400,
+) -> Progress:
+    return Progress(
+        address=address,
+        stream_id=stream_id,
+        started_at=started_at,
+        ttfb_s=ttfb_s,
+        response_bytes=response_bytes,
+        request_bytes=1200,
+        streamed=True,
+    )
+
+
+def test_a_server_whose_answers_are_all_still_running_is_timed_while_they_run() -> None:
+    # A slow server's answers outlast the window: none ended, yet its step and its load read.
+    window = DataPathWindow(window_s=10)
+    for tick in range(1, 7):  # one entry a second per stream, six seconds in
+        now = T0 + tick + 0.4  # each comes up to a second after Envoy writes it
+        for stream in ("a", "b", "c"):
+            window.progress(running(stream, response_bytes=100 * tick), now=now)
+    values = window.samples(now=T0 + 6.5)["10.0.0.1:8000"].values
+    # 6 s run, 2 s to the first byte: 4 s streamed for 600 bytes, in each of three streams.
+    assert values[Signal.DATAPATH_STEP_S] == pytest.approx(4.0 / 600)
+    assert values[Signal.DATAPATH_INFLIGHT] == pytest.approx(3.0, rel=0.01)
+    assert values[Signal.DATAPATH_PROMPT_RATIO] == pytest.approx(1200 / 600)
+    assert values[Signal.DATAPATH_REQUESTS] == 0
+    assert window.samples(now=T0 + 6.5)["10.0.0.1:8000"].observed_at == pytest.approx(T0 + 6)
+
+
+def test_an_ended_stream_counts_once_and_a_stream_no_longer_logged_is_dropped() -> None:
+    window = DataPathWindow(window_s=10)
+    window.progress(running("a", response_bytes=100), now=T0 + 1.2)
+    window.progress(running("b", response_bytes=100), now=T0 + 1.2)
+    window.add(
+        obs(T0 + 1.5, ttfb_s=1.0, stream_s=0.5, response_bytes=150, stream_id="a"), now=T0 + 1.6
+    )
+    values = window.samples(now=T0 + 2.0)["10.0.0.1:8000"].values
+    assert values[Signal.DATAPATH_REQUESTS] == 1
+    # "a" by its end (0.5 s for 150 bytes), "b" by its one entry (1 s in, no byte streamed).
+    assert values[Signal.DATAPATH_STEP_S] == pytest.approx(0.5 / 250)
+    # "b" was never logged again: gone three periods on, and with it the endpoint's readings
+    # of running work; the ended request stays in the window.
+    later = window.samples(now=T0 + 4.5)["10.0.0.1:8000"].values
+    assert later[Signal.DATAPATH_STEP_S] == pytest.approx(0.5 / 150)
+    window.forget(now=T0 + 20)
+    assert window.samples(now=T0 + 20) == {}
+
+
+def test_ttft_compliance_counts_answers_in_the_window_and_streams_still_waiting_past_it() -> None:
+    window = DataPathWindow(window_s=10)
+    for i, ttfb in enumerate((0.2, 0.4, 1.5, 0.3)):
+        window.add(obs(T0 + i, ttfb_s=ttfb), now=T0 + i)
+    # Open: one answered quickly, one waiting 3 s already (a miss), one waiting under 1 s
+    # (not judged yet).
+    window.progress(running("a", started_at=T0 + 1, ttfb_s=0.5), now=T0 + 4.2)
+    for tick in (1, 2, 3):
+        window.progress(running("b", started_at=T0 + 1, ttfb_s=None), now=T0 + 1 + tick + 0.2)
+    window.progress(running("c", started_at=T0 + 3.9, ttfb_s=None), now=T0 + 4.2)
+    now = T0 + 4.3
+    samples = window.samples(now=now, ttft_targets={"10.0.0.1:8000": 1.0})
+    assert samples["10.0.0.1:8000"].values[Signal.DATAPATH_SLO_TTFT] == pytest.approx(4 / 6)
+    # Without a target there is nothing to judge against.
+    assert Signal.DATAPATH_SLO_TTFT not in window.samples(now=now)["10.0.0.1:8000"].values

@@ -60,8 +60,11 @@ def test_on_every_hcm_streams_its_log_to_the_control_plane_over_the_xds_cluster(
         assert common.buffer_flush_interval.seconds == 1
         assert 0 < common.buffer_size_bytes.value <= 65536
         assert list(config_.additional_response_headers_to_log) == ["content-type"]
+        # A request still running is logged every second too.
+        assert manager.access_log_options.access_log_flush_interval.seconds == 1
     # Nothing but the access log differs from the listener built with the data path off.
     off = parse_config(text=CONFIG)
     for built, listener in zip(managers, off.listeners, strict=True):
         del built.access_log[:]
+        built.ClearField("access_log_options")
         assert built == _manager(build_listener(listener))
