@@ -103,7 +103,8 @@ def _scales(sums: Column, *, shape: Column | float) -> Column:
     column of them): the weighted least-squares fit of its readings by ``A (1 + shape x)``."""
     w, wx, wxx, wy, wxy = sums
     r = np.asarray(shape)[..., None] if np.ndim(shape) else shape
-    with np.errstate(invalid="ignore", divide="ignore"):
+    # Sums of garbage readings (absurd steps or work) overflow: a scale no fit picks.
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         scales: Column = (wy + r * wxy) / (w + 2.0 * r * wx + r * r * wxx)
     return scales
 
@@ -118,7 +119,7 @@ def _shape(sums: Column) -> float:
     if not mean_work > 0.0:
         return 0.0
     shapes = _SHAPES / mean_work
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         explained = np.nansum((wy + shapes[:, None] * wxy) * _scales(sums, shape=shapes), axis=1)
     return float(shapes[int(np.argmax(explained))])
 
