@@ -221,12 +221,11 @@ def _triton(out: Exposition, profile: Profile, stats: EngineStats, view: GaugeVi
         "Cumulative inference queuing duration in microseconds (includes cached requests)",
         [(lb, round(stats.queue_time.sum * 1e6))],
     )
-    compute = max(0.0, stats.e2e.sum - stats.queue_time.sum)
     out.metric(
         "nv_inference_compute_infer_duration_us",
         "counter",
         "Cumulative compute inference duration in microseconds (does not include cached requests)",
-        [(lb, round(compute * 1e6))],
+        [(lb, round(stats.compute_seconds * 1e6))],
     )
     out.metric(
         "nv_inference_pending_request_count",

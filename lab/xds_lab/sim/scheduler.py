@@ -60,6 +60,8 @@ class SeqState:
     first_step: int = -1
     allocation: Allocation | None = None
     finished: bool = False
+    admitted_at: float | None = None
+    """When the scheduler took it off the queue (its queue time ends there)."""
     token_ids: list[int] = field(default_factory=list)
     """The prompt's token ids, when the server publishes KV events (they carry them)."""
 
@@ -201,6 +203,7 @@ class Scheduler:
             self.running.add(seq)
             admitted.append(seq)
             uncached_total += uncached
+            seq.admitted_at = now
             self.stats.queue_time.observe(now - seq.arrival)
             if profile.prefix_caching:
                 self.stats.prefix_queries += seq.prompt_tokens
@@ -236,6 +239,9 @@ class Scheduler:
             self._release(seq)
             stats.requests_success += 1
             stats.e2e.observe(now - seq.arrival)
+            stats.compute_seconds += now - (
+                seq.arrival if seq.admitted_at is None else seq.admitted_at
+            )
             seq.done.set_result(now)
         if self._step_waiters is not None:
             self._step_waiters.set_result(self.step)

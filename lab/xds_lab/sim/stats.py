@@ -131,6 +131,9 @@ class EngineStats:
     prefix_hits: int = 0
     busy_seconds: float = 0.0
     prefill_seconds: float = 0.0
+    compute_seconds: float = 0.0
+    """Admission to end, summed over the requests that finished: Triton's compute time, which
+    it counts when a request ends, so it never goes back."""
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))

@@ -113,3 +113,29 @@ async def test_a_server_with_no_metrics_answers_404_there_and_still_serves(
         assert response.status == 404
     result = await stream_completion(http, server.url, words(10), max_tokens=3)
     assert result.status == 200
+
+
+async def test_triton_s_compute_time_never_goes_back_while_requests_queue(
+    http: aiohttp.ClientSession, start_server: StartServer
+) -> None:
+    # Triton counts a request's compute time when it ends. A counter that fell when queued
+    # requests were admitted read as a restart to every scraper (and put the server into
+    # warm-up). Three short answers first, then a burst of long prompts, more than one
+    # prefill takes at once: they wait for each other, and none ends for a while.
+    server = await start_server("triton-a100", time_scale=0.2)
+    for _ in range(3):
+        await stream_completion(http, server.url, words(20), max_tokens=30)
+    jobs = [
+        asyncio.create_task(stream_completion(http, server.url, words(3000), max_tokens=20))
+        for _ in range(8)
+    ]
+    metric = "nv_inference_compute_infer_duration_us_total"
+    seen = [(await scrape(http, server.url))[metric]]
+    while not all(job.done() for job in jobs):
+        seen.append((await scrape(http, server.url))[metric])
+        await asyncio.sleep(0.01)
+    await asyncio.gather(*jobs)
+    assert seen[0] > 0
+    assert seen == sorted(seen), seen
+    final = await scrape(http, server.url)
+    assert final[metric] < final["nv_inference_request_duration_us_total"]
