@@ -193,13 +193,9 @@ class DataPathWindow:
             return False
         if now - self._pruned_at > self.window_s:
             self.forget(now=now)  # once a window: the cost of pruning stays per window
-        track = self._tracks.get(observation.address)
+        track = self._track(observation.address, at=at, now=now)
         if track is None:
-            if len(self._tracks) >= self._max:
-                self.forget(now=now)
-                if len(self._tracks) >= self._max:
-                    return False
-            track = self._tracks[observation.address] = _Track(buckets=self._buckets, at=at)
+            return False
         bucket = int(at // self._bucket_s)
         slot = bucket % self._buckets
         sums = track.sums[slot]
@@ -228,19 +224,28 @@ class DataPathWindow:
             sums[_PROMPT_BYTES] += observation.request_bytes
         return True
 
+    def _track(self, address: str, *, at: float, now: float) -> _Track | None:
+        """``address``'s track, a new one from ``at`` if it has none; ``None`` when
+        ``max_addresses`` endpoints are tracked already."""
+        track = self._tracks.get(address)
+        if track is None:
+            if len(self._tracks) >= self._max:
+                self.forget(now=now)
+                if len(self._tracks) >= self._max:
+                    return None
+            track = self._tracks[address] = _Track(buckets=self._buckets, at=at)
+        return track
+
     def progress(self, progress: Progress, *, now: float) -> bool:
         """Keep ``progress`` as its stream's newest; ``False`` when it is not kept
         (``max_addresses`` endpoints are tracked already, or it names no stream)."""
         if not progress.stream_id:
             return False
-        track = self._tracks.get(progress.address)
+        new = progress.address not in self._tracks
+        track = self._track(progress.address, at=min(progress.started_at, now), now=now)
         if track is None:
-            if len(self._tracks) >= self._max:
-                self.forget(now=now)
-                if len(self._tracks) >= self._max:
-                    return False
-            at = min(progress.started_at, now)
-            track = self._tracks[progress.address] = _Track(buckets=self._buckets, at=at)
+            return False
+        if new:
             track.last_at = -math.inf  # no request of it ended yet
         kept = track.open.get(progress.stream_id)
         if kept is None:
