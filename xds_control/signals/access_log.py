@@ -136,10 +136,6 @@ class DataPathSource:
         self._data_path = data_path
         self._clock = clock
 
-    def latest(self, addresses: Collection[str] | None = None) -> dict[str, Sample]:
-        """The samples now, of ``addresses`` (default: every endpoint in the window)."""
-        return self._data_path.window.samples(addresses, now=self._clock())
-
     async def fetch(self, targets: Collection[Target]) -> Mapping[str, Sample]:
         """Samples for ``targets`` now, keyed by address, each with its TTFT compliance
         against its pool's target; never raises."""

@@ -154,6 +154,10 @@ class _Track:
             del self.open[key]
         return list(self.open.values())
 
+    def ttfb_since(self, horizon: float) -> list[float]:
+        """The kept times to first byte of requests that ended after ``horizon``."""
+        return [v for v, at in zip(self.ttfb, self.ttfb_at, strict=True) if at > horizon]
+
     def keep_ttfb(self, ttfb_s: float, *, at: float) -> None:
         if len(self.ttfb) < TTFB_KEPT:
             self.ttfb.append(ttfb_s)
@@ -315,9 +319,7 @@ class DataPathWindow:
         horizon = now - self.window_s
         out: dict[str, float] = {}
         for address, track in self._tracks.items():
-            kept = sorted(
-                v for v, at in zip(track.ttfb, track.ttfb_at, strict=True) if at > horizon
-            )
+            kept = sorted(track.ttfb_since(horizon))
             if not kept:
                 continue
             rank = 0.99 * (len(kept) - 1)
@@ -332,12 +334,9 @@ class DataPathWindow:
         track = self._tracks.get(address)
         if track is None:
             return None
-        horizon = now - self.window_s
-        met = judged = 0
-        for value, at in zip(track.ttfb, track.ttfb_at, strict=True):
-            if at > horizon:
-                judged += 1
-                met += value <= target_s
+        ended = track.ttfb_since(now - self.window_s)
+        judged = len(ended)
+        met = sum(value <= target_s for value in ended)
         for stream in track.live(now=now):
             first = stream.progress.ttfb_s
             if first is not None:

@@ -144,6 +144,7 @@ def from_entry(entry: al.HTTPAccessLogEntry) -> Observation | Progress | None:
     started = common.start_time.seconds + common.start_time.nanos / 1e9
     response = entry.response
     content_type = response.response_headers.get(STREAM_HEADER)
+    event_stream = content_type is not None and content_type.lower().startswith(_STREAMED_TYPE)
     if common.intermediate_log_entry:
         return Progress(
             address=address,
@@ -152,7 +153,7 @@ def from_entry(entry: al.HTTPAccessLogEntry) -> Observation | Progress | None:
             ttfb_s=ttfb,
             response_bytes=int(response.response_body_bytes),
             request_bytes=int(entry.request.request_body_bytes),
-            streamed=content_type is not None and content_type.lower().startswith(_STREAMED_TYPE),
+            streamed=event_stream,
         )
     last = _seconds(
         common.time_to_last_upstream_rx_byte,
@@ -162,7 +163,7 @@ def from_entry(entry: al.HTTPAccessLogEntry) -> Observation | Progress | None:
         last = max(last, ttfb)
     status = response.response_code.value if response.HasField("response_code") else 0
     if content_type is not None:
-        streamed = content_type.lower().startswith(_STREAMED_TYPE)
+        streamed = event_stream
     else:
         streamed = ttfb is not None and last is not None and last > ttfb
     return Observation(
