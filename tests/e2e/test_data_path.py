@@ -155,7 +155,9 @@ async def test_a_server_with_no_metrics_is_weighed_while_its_first_answers_still
         inputs = _inputs(view, s1)
         assert inputs.get("datapath_requests", {}).get("value", 0) == 0, inputs
         assert inputs["datapath_step_s"]["source"] == "data_path"
-        assert inputs["datapath_inflight"]["value"] > 1
+        # In flight from requests that have not ended (none has): one or more, depending on
+        # how many s1 drew before its weight fell (a CI run read exactly 1.0).
+        assert inputs["datapath_inflight"]["value"] > 0
         # Its first bytes come 2 s in, past the pool's 1 s target, where s0's come in 0.1 s:
         # the SLO factor judges it by what Envoy saw, as it would by its own histogram.
         fast = _inputs(view, stack.backends.addresses["s0"])
