@@ -74,13 +74,14 @@ class ScrapeConfig(StrictModel):
         description="Rates from scrapes (decode step, prefix hits, TTFT SLO, errors) span this "
         "long. A window's mean time between tokens counts each token once, so after a server "
         "slows down its few slow steps weigh little until they fill the window: a server "
-        "slowed 4x first lost weight 5-10 s after the fault at 10 s under weighted MAGLEV "
-        "(three fleets; 8 s with the picker). 5 s was tried on the engine before 4 December's "
-        "line fit (6 s with the picker, 10-11 s with weighted MAGLEV) and is not the default: "
-        "on a pool that mixes "
-        "engines its noisier steps read the servers timed by the data path (Triton, ONNX "
+        "slowed 4x under prompt-heavy load first lost weight 5-10 s after the fault at 10 s "
+        "under weighted MAGLEV (three fleets; 8 s with the picker). 5 s was tried on the "
+        "engine before 4 December's line fit (6 s with the picker, 10-11 s with weighted "
+        "MAGLEV) and is not the default: on a pool that mixes engines its noisier steps read "
+        "the servers timed by the data path (Triton, ONNX "
         "Runtime) slower, and in 3 of 6 seeds weighted MAGLEV's goodput fell to 4.6-6.5 req/s "
-        "(at 10 s: 9.5-11.8) (docs/benchmarks.md).",
+        "(at 10 s: 9.5-11.8) (docs/benchmarks.md), measured before the simulator's Triton "
+        "counter was fixed.",
     )
     concurrency: int = Field(
         default=64, ge=1, description="Scrapes in flight at once (bounds sockets and CPU)."
