@@ -80,8 +80,9 @@ class ScrapeConfig(StrictModel):
         "MAGLEV) and is not the default: on a pool that mixes engines its noisier steps read "
         "the servers timed by the data path (Triton, ONNX "
         "Runtime) slower, and in 3 of 6 seeds weighted MAGLEV's goodput fell to 4.6-6.5 req/s "
-        "(at 10 s: 9.5-11.8) (docs/benchmarks.md), measured before the simulator's Triton "
-        "counter was fixed.",
+        "(at 10 s: 9.5-11.8) (docs/benchmarks.md). Retried after a simulator fix, 5 s made "
+        "the fall 5-6 s but read an identical server 30% slow for 12 s with no fault and "
+        "raised the mixed fleet's pushes to 8-22 a seed from 2-6.",
     )
     concurrency: int = Field(
         default=64, ge=1, description="Scrapes in flight at once (bounds sockets and CPU)."
