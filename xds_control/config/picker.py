@@ -108,6 +108,17 @@ class PoolPicker(StrictModel):
         "than its engine weight alone: a cache hit saves the prefill, worth a few times the "
         "queue a busier server adds. 1: ignore the prefix index.",
     )
+    move_cost: float = Field(
+        default=8.0,
+        ge=1,
+        le=100,
+        description="How many times the prefill a request would redo off the server that "
+        "holds its prefix counts against moving it there: a holder keeps the request until "
+        "its queue outweighs this many times the prefill it saves. Above 1 because a move "
+        "also delays what queues behind it, evicts others' prefixes for a second copy and "
+        "splits the prefix's later requests (a session's next turns) over two servers; "
+        "multi-turn sessions hit the cache 0.50 at 8, 0.44 at 2 (docs/picker.md).",
+    )
     flow: FlowControl | None = Field(
         default=None,
         description="Hold requests while every server is saturated instead of sending them "

@@ -116,6 +116,7 @@ class Picker:
             candidates,
             key=prompt.key,
             affinity=settings.affinity,
+            move_cost=settings.move_cost,
             count=count,
             cached=cached,
             tokens=prompt.tokens,

@@ -11,16 +11,18 @@ unit "prompt tokens prefilled at the pool's fastest speed":
 - *uncached*: the prompt, minus what the index says the server holds of it (its longest run
   of the prompt's leading blocks);
 - *redone*: the part of the prompt the best holder has cached and this server has not: work
-  the pool would not do at all with the request on that holder. It counts a second time
-  because it is not only this request's wait: every request queued behind it on this server
-  waits for it too, and it loads a second copy of the prefix into this server's cache,
-  evicting others' (without it the picker moved a prefix off its holder for any saving in
-  this request's own wait, and lost more prefix hits than MAGLEV's hash);
+  the pool would not do at all with the request on that holder. It counts ``move_cost``
+  times in all (once as part of *uncached*) because it is not only this request's wait:
+  every request queued behind it on this server waits for it too, it loads a second copy of
+  the prefix into this server's cache, evicting others', and the prefix's later requests (a
+  session's next turns) then find it split over two servers (counted once, the picker moved
+  a prefix off its holder for any saving in this request's own wait, and lost more prefix
+  hits than MAGLEV's hash);
 - *speed*: the engine's capacity factor (its capacity over the pool's best) times its
   warm-up ramp, so a slow GPU class or a server still warming up takes longer per token.
 
 The lowest cost goes first. So a server holding the prefix wins until its queue outweighs
-twice the prefill it saves, and a long prompt goes to a fast server even past a short
+``move_cost`` times the prefill it saves, and a long prompt goes to a fast server even past a short
 queue. A holder whose engine weight times ``affinity`` is below the
 best server's loses its claim to the prefix: the weight also carries KV use, SLO and health,
 and a server the engine finds overloaded should not keep prefixes.
@@ -103,16 +105,17 @@ def costs(
     tokens: float,
     cached: Mapping[str, float],
     queued: Mapping[str, float],
+    move_cost: float,
 ) -> dict[str, float]:
     """Address -> cost (in tokens at the fastest speed) of a request of ``tokens`` of which
     ``cached[address]`` are cached there: its expected time to first token, plus the prefill
-    it redoes that the best holder would not."""
+    it redoes that the best holder would not, counted ``move_cost`` times in all."""
     best = min(tokens, max(cached.values(), default=0.0))
     out = {}
     for c in candidates:
         held = min(tokens, cached.get(c.address, 0.0))
         uncached = uncached_tokens(tokens=tokens, cached=held)
-        work = queued.get(c.address, 0.0) + uncached + (best - held)
+        work = queued.get(c.address, 0.0) + uncached + (move_cost - 1.0) * (best - held)
         out[c.address] = work / max(c.speed, _MIN_SPEED)
     return out
 
@@ -134,6 +137,7 @@ def rank(
     *,
     key: bytes,
     affinity: float,
+    move_cost: float,
     count: int,
     cached: Mapping[str, float] | None = None,
     tokens: float = 0.0,
@@ -141,13 +145,14 @@ def rank(
 ) -> Ranking:
     """Up to ``count`` addresses of healthy ``candidates``, best first, for a request of
     ``tokens`` with template ``key``, of which ``cached[address]`` tokens are cached there,
-    with ``queued`` tokens ahead on each server, and the credit and costs that decided it.
+    with ``queued`` tokens ahead on each server (``move_cost``: see ``costs``), and the
+    credit and costs that decided it.
     Without sizes (the defaults) every cost is 0: the longest holder, then rendezvous. The
     order is empty when no server is healthy: the caller then names none and Envoy's
     fallback policy decides."""
     healthy = [c for c in candidates if c.healthy and c.weight > 0]
     claimed = _claims(healthy, cached or {}, affinity)
-    cost = costs(healthy, tokens=tokens, cached=claimed, queued=queued or {})
+    cost = costs(healthy, tokens=tokens, cached=claimed, queued=queued or {}, move_cost=move_cost)
     ordered = sorted(
         healthy,
         key=lambda c: (

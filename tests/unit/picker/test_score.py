@@ -16,13 +16,13 @@ def _fleet(*weights: int) -> list[Candidate]:
 
 def _first(candidates: list[Candidate], key: bytes, holder: str | None = None) -> str:
     cached = {} if holder is None else {holder: 100.0}
-    return rank(candidates, key=key, cached=cached, affinity=4.0, count=1).order[0]
+    return rank(candidates, key=key, cached=cached, affinity=4.0, move_cost=2.0, count=1).order[0]
 
 
 def test_same_prefix_same_server_and_fallbacks_are_distinct() -> None:
     fleet = _fleet(10, 10, 10, 10)
-    order = rank(fleet, key=b"k", affinity=4.0, count=3).order
-    assert order == rank(fleet, key=b"k", affinity=4.0, count=3).order
+    order = rank(fleet, key=b"k", affinity=4.0, move_cost=2.0, count=3).order
+    assert order == rank(fleet, key=b"k", affinity=4.0, move_cost=2.0, count=3).order
     assert len(order) == len(set(order)) == 3
 
 
@@ -57,9 +57,11 @@ def test_only_healthy_servers_are_named() -> None:
     fleet = _fleet(10, 10, 10)
     sick = [fleet[0], fleet[1]._replace(healthy=False), fleet[2]._replace(healthy=False)]
     cached = {fleet[1].address: 100.0}
-    assert rank(sick, key=b"k", cached=cached, affinity=4.0, count=3).order == [fleet[0].address]
+    assert rank(sick, key=b"k", cached=cached, affinity=4.0, move_cost=2.0, count=3).order == [
+        fleet[0].address
+    ]
     none = [c._replace(healthy=False) for c in fleet]
-    assert rank(none, key=b"k", affinity=4.0, count=3).order == []
+    assert rank(none, key=b"k", affinity=4.0, move_cost=2.0, count=3).order == []
 
 
 def _sized(
@@ -70,7 +72,14 @@ def _sized(
     queued: dict[str, float] | None = None,
 ) -> str:
     return rank(
-        fleet, key=b"k", affinity=4.0, count=1, tokens=tokens, cached=cached, queued=queued
+        fleet,
+        key=b"k",
+        affinity=4.0,
+        move_cost=2.0,
+        count=1,
+        tokens=tokens,
+        cached=cached,
+        queued=queued,
     ).order[0]
 
 
@@ -101,10 +110,34 @@ def test_the_holder_wins_when_its_saving_beats_its_queue() -> None:
     assert first(4100.0) == other.address
 
 
+def test_a_higher_move_cost_keeps_the_request_on_its_holder_past_a_longer_queue() -> None:
+    holder, other = _fleet(50, 50)
+
+    def first(queued: float, move_cost: float) -> str:
+        return rank(
+            [holder, other],
+            key=b"k",
+            affinity=4.0,
+            move_cost=move_cost,
+            count=1,
+            tokens=2100.0,
+            cached={holder.address: 2000.0},
+            queued={holder.address: queued},
+        ).order[0]
+
+    # The idle other at 8: 2100 uncached + 7 x 2000 redone = 16100; the holder: queue + 100.
+    assert first(15900.0, 8.0) == holder.address
+    assert first(16100.0, 8.0) == other.address
+    # The same queue at 2 (4100 against 16000): moved.
+    assert first(15900.0, 2.0) == other.address
+
+
 def test_costs_are_queue_plus_uncached_over_speed() -> None:
     a, b = _fleet(50, 50)
     b = b._replace(speed=0.5)
-    got = costs([a, b], tokens=300, cached={b.address: 200.0}, queued={a.address: 50.0})
+    got = costs(
+        [a, b], tokens=300, cached={b.address: 200.0}, queued={a.address: 50.0}, move_cost=2.0
+    )
     # a: 50 queued + 300 uncached + the 200 b holds, redone; b: 100 uncached at half speed.
     assert got == {a.address: 550.0, b.address: 200.0}
 
