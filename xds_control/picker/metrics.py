@@ -9,9 +9,9 @@ __all__ = ["PICKS", "PICK_SECONDS", "SERVED"]
 PICKS = Counter(
     "xds_control_picker_picks_total",
     "Requests the picker answered, by pool and outcome: held (a server holding some of the "
-    "prompt's blocks), moved (blocks held elsewhere, whose queue cost more than twice the "
-    "prefill saved), placed (no block known: the cheapest server), none (nothing to pick on: "
-    "the fallback policy decides), error (a failed pick, answered as none).",
+    "prompt's blocks), moved (blocks held elsewhere, whose queue cost more than move_cost "
+    "times the prefill saved), placed (no block known: the cheapest server), none (nothing "
+    "to pick on: the fallback policy decides), error (a failed pick, answered as none).",
     ["pool", "outcome"],
 )
 SERVED = Counter(
