@@ -22,10 +22,10 @@ unit "prompt tokens prefilled at the pool's fastest speed":
   warm-up ramp, so a slow GPU class or a server still warming up takes longer per token.
 
 The lowest cost goes first. So a server holding the prefix wins until its queue outweighs
-``move_cost`` times the prefill it saves, and a long prompt goes to a fast server even past a short
-queue. A holder whose engine weight times ``affinity`` is below the
-best server's loses its claim to the prefix: the weight also carries KV use, SLO and health,
-and a server the engine finds overloaded should not keep prefixes.
+``move_cost`` times the prefill it saves, and a long prompt goes to a fast server even past a
+short queue. A holder whose engine weight times ``affinity`` is below the best server's loses
+its claim to the prefix: the weight also carries KV use, SLO and health, and a server the
+engine finds overloaded should not keep prefixes.
 
 Equal costs (an idle pool, or a caller that knows no sizes) fall back to the longest holder,
 then **weighted rendezvous hashing** on the template key: every server gets ``-weight / ln(u)`` with
