@@ -96,7 +96,7 @@ class Gateways:
         ]
         key = prefix_key(_body(prompt), prefix_bytes=256)
         assert key is not None
-        return rank(candidates, key=key, affinity=4.0, move_cost=8.0, count=1).order[0]
+        return rank(candidates, key=key, affinity=4.0, move_cost=16.0, count=1).order[0]
 
     def prompts(self) -> list[str]:
         """Eight prompts, not all of them the heavy server's."""

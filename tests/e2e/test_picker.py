@@ -62,7 +62,7 @@ async def test_picker_routes_by_prefix_and_fails_open(tmp_path: Path) -> None:
             # What the picker names for a prefix it has not seen: its rendezvous choice.
             key = prefix_key(_body(prompt), prefix_bytes=256)
             assert key is not None
-            return rank(candidates, key=key, affinity=4.0, move_cost=8.0, count=1).order[0]
+            return rank(candidates, key=key, affinity=4.0, move_cost=16.0, count=1).order[0]
 
         # Twelve prompts whose choices are not all the heavy server (the choice depends on
         # the ports of this run), so landing where the picker says is not landing where the

@@ -109,7 +109,7 @@ class PoolPicker(StrictModel):
         "queue a busier server adds. 1: ignore the prefix index.",
     )
     move_cost: float = Field(
-        default=8.0,
+        default=16.0,
         ge=1,
         le=100,
         description="How many times the prefill a request would redo off the server that "
@@ -117,7 +117,7 @@ class PoolPicker(StrictModel):
         "its queue outweighs this many times the prefill it saves. Above 1 because a move "
         "also delays what queues behind it, evicts others' prefixes for a second copy and "
         "splits the prefix's later requests (a session's next turns) over two servers; "
-        "multi-turn sessions hit the cache 0.50 at 8, 0.44 at 2 (docs/picker.md).",
+        "multi-turn sessions hit the cache 0.505 at 16, 0.498 at 8, 0.44 at 2 (docs/picker.md).",
     )
     flow: FlowControl | None = Field(
         default=None,
