@@ -33,16 +33,16 @@ class LeadingRuns:
         """The next block's holders (``None``: nobody's); whether the match goes on."""
         if self.ended:
             return False
-        # A run of blocks sent to the same servers shares one tuple of holders: it narrows
-        # nothing, so it is not intersected again.
-        if self._alive is None or holders is not self._last:
-            narrowed = (
-                set(holders or ())
-                if self._alive is None
-                else self._alive.intersection(holders or ())
-            )
-            self._left.update((s, self.blocks) for s in (self._alive or set()) - narrowed)
-            self._alive, self._last = narrowed, holders
+        # A run of blocks sent to the same servers shares one tuple of holders, and a block
+        # every server still in the match holds narrows nothing: neither is intersected.
+        if self._alive is None:
+            self._alive, self._last = set(holders or ()), holders
+        elif holders is not self._last:
+            self._last = holders
+            if not self._alive.issubset(holders or ()):
+                narrowed = self._alive.intersection(holders or ())
+                self._left.update((s, self.blocks) for s in self._alive - narrowed)
+                self._alive = narrowed
         if not self._alive:
             self.ended = True
             return False
