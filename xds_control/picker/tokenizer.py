@@ -13,22 +13,23 @@ How vLLM hands message contents to a template: a template that loops over a mess
 ``content`` gets OpenAI's list of parts; any other gets the text parts joined by newlines
 (vLLM's "auto" content format).
 
-**Bounded work per pick.** Encoding is the costly part (on this project's VM the library
-takes about 1 ms per 2,000 tokens, 10-20 ms for 16,000), and picks run on the event loop. So the
+**Bounded work per pick.** Encoding is the costly part (on this project's VM the library takes
+about 1 ms per 2,000 tokens, 10-20 ms for 16,000), and picks run on the event loop. So the
 rendered text is cut into pieces of about ``CHUNK_CHARS`` characters, each ending before a
 single space that starts a word, and each piece is encoded alone and kept (least recently used
 dropped first), keyed by everything up to its end: a shared system prompt or a conversation's
 earlier turns are encoded once. A pick encodes at most ``BUDGET_CHARS`` characters of pieces it
-has not seen; past them it has the prompt's first ids only (what prefix matching reads first)
-and estimates the rest of the count. And it encodes a piece not seen only while the ids before
-it may still matter (``wanted``: the picker asks whether some server holds every block so far;
-past the first block none holds, no later block can match, since keys chain), so a new
-question after a known system prompt costs one piece, not the question; the rest of the count
-is estimated from the characters per token of what was encoded. What a pick stopped short of
-(up to ``WARM_CHARS``) is then encoded in a worker thread, off the pick's path (the library
-lets go of the GIL while it encodes), so that the next request with the text, a
-conversation's next turn, finds it encoded: without that, the next turn's pick would have to
-encode the whole of this turn's new text, past its budget.
+has not seen (a piece longer than what is left of them is not begun: code indented by runs of
+spaces can go 3,000 characters without a place to cut); past them it has the prompt's first ids
+only (what prefix matching reads first) and estimates the rest of the count. And it encodes a
+piece not seen only while the ids before it may still matter (``wanted``: the picker asks
+whether some server holds every block so far; past the first block none holds, no later block
+can match, since keys chain), so a new question after a known system prompt costs one piece, not
+the question; the rest of the count is estimated from the characters per token of what was
+encoded. What a pick stopped short of (up to ``WARM_CHARS``) is then encoded in a worker thread,
+off the pick's path (the library lets go of the GIL while it encodes), so that the next request
+with the text, a conversation's next turn, finds it encoded: without that, the next turn's pick
+would have to encode the whole of this turn's new text, past its budget.
 
 Cutting where a word starts gives the ids of the whole text for tokenizers that split words at
 spaces before they merge (byte-level BPE, SentencePiece, word-level); ``load`` checks that on
@@ -70,8 +71,10 @@ __all__ = [
 
 CHUNK_CHARS = 1024
 """Characters per piece the cache keeps (a piece ends at the first word start past this)."""
-BUDGET_CHARS = 4096
-"""Characters of new pieces one pick encodes at most: about 1,000 tokens of English, ~0.5 ms."""
+BUDGET_CHARS = 3072
+"""Characters of new pieces one pick encodes at most: two pieces, about 750 tokens of English,
+0.3 ms of a byte-level BPE on the benchmark's VM. At 4,096 (three pieces) the pick's p99 at
+2,048 tokens passed 1 ms (docs/benchmarks.md, ``pick_cost``)."""
 WARM_CHARS = 65_536
 """Characters past where a pick stopped that the worker encodes, for the next request with the
 text: a conversation's next turn repeats this one, which its pick then finds encoded."""

@@ -167,9 +167,11 @@ def test_a_pick_encodes_the_prompt_only_as_far_as_some_server_holds_it(tmp_path:
     doc = {
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]
     }
-    whole = engine.token_ids(doc)
-    assert whole is not None
-    assert whole.share == 1.0
+    assert engine.template is not None
+    rendered = engine.template.render(
+        messages=doc["messages"], add_generation_prompt=True, **engine.specials
+    )
+    whole = engine.tokenizer.encode(rendered, add_special_tokens=False)  # no pick's budget
     held_ids = list(whole.ids[: len(whole.ids) // 2 // 16 * 16])  # about the system prompt
     held = HeldBlocks()
     for address in (A, B, C):
