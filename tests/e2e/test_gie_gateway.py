@@ -21,11 +21,10 @@ import pytest
 
 from e2e.engine_stack import sim_stack
 from e2e.stack import EchoStack, echo_stack, eventually
-from e2e.test_picker import WEIGHTS, _body
+from e2e.test_picker import WEIGHTS, _body, first_choice
 from e2e.test_picker_served import served_count
 from xds_control.config import Config
-from xds_control.picker.prefix import prefix_key
-from xds_control.picker.score import Candidate, rank
+from xds_control.picker.score import Candidate
 from xds_lab.harness.backends import BACKEND_HEADER, BODY_HEADER
 from xds_lab.harness.envoy import EnvoyProcess
 from xds_lab.harness.gie_gateway import gie_gateway_envoy
@@ -94,9 +93,7 @@ class Gateways:
             Candidate(address=backends.address(i), weight=w, healthy=True)
             for i, w in enumerate(WEIGHTS)
         ]
-        key = prefix_key(_body(prompt), prefix_bytes=256)
-        assert key is not None
-        return rank(candidates, key=key, affinity=4.0, move_cost=16.0, count=1).order[0]
+        return first_choice(candidates, prompt)
 
     def prompts(self) -> list[str]:
         """Eight prompts, not all of them the heavy server's."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import aiohttp
 
 from e2e.stack import EchoStack, echo_stack, eventually
+from xds_control.config.picker import PoolPicker
 from xds_control.picker.prefix import prefix_key
 from xds_control.picker.score import Candidate, rank
 from xds_lab.harness.backends import BACKEND_HEADER
@@ -24,6 +25,18 @@ WEIGHTS = [10, 10, 10, 70]
 def _body(system: str) -> bytes:
     messages = [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
     return json.dumps({"model": "m", "messages": messages}).encode()
+
+
+def first_choice(candidates: list[Candidate], prompt: str) -> str:
+    """What the picker, at its default settings, names for a prefix it has not seen: its
+    rendezvous choice."""
+    defaults = PoolPicker(address="127.0.0.1:1")
+    key = prefix_key(_body(prompt), prefix_bytes=defaults.prefix_bytes)
+    assert key is not None
+    ranking = rank(
+        candidates, key=key, affinity=defaults.affinity, move_cost=defaults.move_cost, count=1
+    )
+    return ranking.order[0]
 
 
 async def _post(
@@ -59,10 +72,7 @@ async def test_picker_routes_by_prefix_and_fails_open(tmp_path: Path) -> None:
         ]
 
         def picked(prompt: str) -> str:
-            # What the picker names for a prefix it has not seen: its rendezvous choice.
-            key = prefix_key(_body(prompt), prefix_bytes=256)
-            assert key is not None
-            return rank(candidates, key=key, affinity=4.0, move_cost=16.0, count=1).order[0]
+            return first_choice(candidates, prompt)
 
         # Twelve prompts whose choices are not all the heavy server (the choice depends on
         # the ports of this run), so landing where the picker says is not landing where the
