@@ -24,7 +24,7 @@ from rich.live import Live
 from xds_lab.demo.phases import Phase, plan
 from xds_lab.demo.stack import FLEET, DemoStack, ServerState, demo_config, demo_stack, observe
 from xds_lab.demo.traffic import SteadyTraffic
-from xds_lab.demo.verdict import PhaseOutcome, Verdict, judge
+from xds_lab.demo.verdict import PhaseOutcome, Verdict, first_below, judge
 from xds_lab.demo.view import render
 from xds_lab.demo.window import summarize_window
 from xds_lab.harness.errors import HarnessError
@@ -47,8 +47,8 @@ _PRINT_WIDTH = 132
 class _PhaseRun:
     start: float
     end: float
-    weights: list[int]
-    """The faulted server's Envoy weight at every look, in order."""
+    looks: list[tuple[float, int]]
+    """The faulted server's Envoy weight at every look, with the look's time, in order."""
 
 
 @dataclass(slots=True)
@@ -82,11 +82,11 @@ class _Tour:
         self.faulty = phase.fault
         start = time.monotonic()
         end = start + phase.seconds
-        weights: list[int] = []
+        looks: list[tuple[float, int]] = []
         while (now := time.monotonic()) < end:
             await self.observe()
             if (weight := self.states[FAULTED].envoy_weight if self.states else None) is not None:
-                weights.append(weight)
+                looks.append((time.monotonic(), weight))
             if self.live is not None:
                 self.live.update(
                     self.view(
@@ -110,8 +110,8 @@ class _Tour:
             self.console.print(table)
         last = self.states[FAULTED].envoy_weight if self.states else None
         if last is not None:
-            weights.append(last)
-        return _PhaseRun(start=start, end=end, weights=weights)
+            looks.append((time.monotonic(), last))
+        return _PhaseRun(start=start, end=end, looks=looks)
 
     def outcome(self, run: _PhaseRun) -> PhaseOutcome:
         """The faulted server's weights in ``run`` and its share of what Envoy routed in the
@@ -123,9 +123,10 @@ class _Tour:
             until=run.end,
             by="started",
         )
+        weights = [weight for _, weight in run.looks]
         return PhaseOutcome(
-            weight_end=run.weights[-1] if run.weights else 0,
-            weight_min=min(run.weights, default=0),
+            weight_end=weights[-1] if weights else 0,
+            weight_min=min(weights, default=0),
             share=routed[FAULTED].share,
             requests=sum(w.requests for w in routed.values()),
         )
@@ -174,7 +175,16 @@ async def run_tour(*, duration: float | None, console: Console) -> Verdict | Non
                     if duration is not None:
                         # Judged after recovery: every request routed during the fault is back.
                         before, during, after = (tour.outcome(run) for run in runs)
-                        return judge(server=FAULTED, before=before, during=during, after=after)
+                        fell_after_s = first_below(
+                            runs[1].looks, level=before.weight_end, since=runs[1].start
+                        )
+                        return judge(
+                            server=FAULTED,
+                            before=before,
+                            during=during,
+                            after=after,
+                            fell_after_s=fell_after_s,
+                        )
         finally:
             await traffic.stop()
             await stack.close()

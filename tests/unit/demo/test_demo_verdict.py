@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from xds_lab.demo.phases import plan
-from xds_lab.demo.verdict import PhaseOutcome, judge
+from xds_lab.demo.verdict import PhaseOutcome, first_below, judge
 from xds_lab.demo.window import Served, summarize_window
 
 BEFORE = PhaseOutcome(weight_end=85, weight_min=50, share=0.27, requests=70)
@@ -19,6 +19,16 @@ def test_a_fall_then_a_recovery_is_ok_and_tells_the_story() -> None:
     assert verdict.message.startswith("OK: h100-0")
     assert "85 -> 25" in verdict.message
     assert "27% -> 6%" in verdict.message
+
+
+def test_the_story_tells_when_the_weight_first_fell() -> None:
+    looks = [(100.0, 85), (101.0, 85), (107.5, 55), (108.0, 85), (109.0, 25)]
+    fell = first_below(looks, level=85, since=100.0)
+    assert fell == pytest.approx(7.5)
+    verdict = judge(server="h100-0", before=BEFORE, during=DURING, after=AFTER, fell_after_s=fell)
+    assert verdict.fell_after_s == fell
+    assert "85 -> 25 during the fault (first lower 7.5 s in) -> 80" in verdict.message
+    assert first_below(looks[:2], level=85, since=100.0) is None
 
 
 @pytest.mark.parametrize(
