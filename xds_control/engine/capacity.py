@@ -124,11 +124,22 @@ class _Timing:
     step_scale: Column
 
 
-def _timing(inputs: Inputs, *, data_path: bool, fleet_scale: float | None, alpha: float) -> _Timing:
+def _timing(
+    inputs: Inputs,
+    *,
+    decode_step: Mask,
+    data_path: bool,
+    fleet_scale: float | None,
+    alpha: float,
+) -> _Timing:
     """The engine's decode step where it exports one, else the data path's time per byte on
     the engines' scale (with ``data_path``; see the module docstring): the pool's median
     ``step_scale``, else the fleet's (``fleet_scale``: a pool of Triton servers only is put on
-    the scale of the fleet's vLLM servers, so a route can weigh the two)."""
+    the scale of the fleet's vLLM servers, so a route can weigh the two). An endpoint that is
+    timed by the data path, because its engine exports no decode step (``decode_step`` false)
+    or it never gave one beside a data-path reading, stays the data path's in a cycle with no
+    reading: it keeps its place in the data path's group, whose line its kept readings are
+    on."""
     engine_step = inputs.signal(Signal.DECODE_STEP_S)
     path_step = inputs.signal(Signal.DATAPATH_STEP_S)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -143,7 +154,10 @@ def _timing(inputs: Inputs, *, data_path: bool, fleet_scale: float | None, alpha
         scaled, pool_scale = True, fleet_scale
     else:
         scaled, pool_scale = False, 1.0
-    by_path = (engine_step != engine_step) & (path_step == path_step)
+    # Engine-timed: its engine exports a decode step and it has been read in both (a server
+    # whose metrics never answer is the data path's, whatever its engine).
+    engine_timed = decode_step & (scale == scale)
+    by_path = (engine_step != engine_step) & ((path_step == path_step) | ~engine_timed)
     if not data_path:
         by_path = np.zeros_like(by_path)
     # The batch the window's steps ran with: its mean over the window where the source has it.
@@ -179,7 +193,11 @@ def assess_capacity(
     # An exported 0 is no better than none.
     slots = np.where((exported == exported) & (exported != 0.0), exported, inputs.fallback_slots)
     timed = _timing(
-        inputs, data_path=data_path, fleet_scale=fleet_scale, alpha=policy.capacity_alpha
+        inputs,
+        decode_step=decode_step,
+        data_path=data_path,
+        fleet_scale=fleet_scale,
+        alpha=policy.capacity_alpha,
     )
     if data_path:
         # Every endpoint is timed alike; one with no reading yet is new or idle, as anywhere.

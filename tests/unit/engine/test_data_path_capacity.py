@@ -12,7 +12,7 @@ from xds_control.config import Engine, Pool, WeightPolicy, parse_config
 from xds_control.discovery import Endpoint
 from xds_control.engine import WeightDecision, compute_weights, fleet_step_scale
 from xds_control.engine.pools import compute_route_weights
-from xds_control.signals import Sample
+from xds_control.signals import Sample, Signal
 
 BYTES_PER_TOKEN = 12.0
 
@@ -61,6 +61,55 @@ def test_a_triton_server_is_timed_by_the_data_path_on_the_vllm_servers_scale() -
     assert "capacity: decode step (engine)" in out[h100.address].reason
     assert "on the engines' decode-step scale" in out[triton.address].reason
     assert out[h100.address].step_scale == pytest.approx(BYTES_PER_TOKEN)
+
+
+@pytest.mark.parametrize("engine", [Engine.TRITON, None], ids=["triton", "no-metrics"])
+def test_a_server_with_no_reading_this_cycle_stays_on_the_data_path_s_line(
+    engine: Engine | None,
+) -> None:
+    """Three servers timed by the data path beside one vLLM server: Triton servers, or
+    servers of the pool's own engine that export no metrics (a proxy in front of a hosted
+    model). Two of them go a few cycles with no request finished (no data-path reading). They
+    are still the data path's, not counted among the decode-step servers, whose line (and so
+    the vLLM server's capacity) their kept readings, in the data path's units, would pull
+    off."""
+    pool = Pool(name="mixed", engine=Engine.VLLM)
+    h100 = an_endpoint(1)
+    others = [an_endpoint(i, engine) if engine else an_endpoint(i) for i in (2, 3, 4)]
+    idle = others[1:]
+
+    def sample(endpoint: Endpoint, at: float) -> Sample:
+        values = {Signal.DATAPATH_STEP_S: 0.08 / BYTES_PER_TOKEN, Signal.DATAPATH_RATE: 2.0}
+        if engine is Engine.TRITON:
+            values[Signal.EXEC_COMPUTE_S] = 3.0
+        if endpoint is h100:
+            values = {Signal.DECODE_STEP_S: 0.02, Signal.DATAPATH_STEP_S: 0.02 / BYTES_PER_TOKEN}
+        elif endpoint in idle and at >= NOW + 10:
+            del values[Signal.DATAPATH_STEP_S]
+        return Sample.build(
+            address=endpoint.address, values=values.items(), observed_at=at, source="test"
+        )
+
+    endpoints = [h100, *others]
+    history: list[dict[str, WeightDecision]] = [{}]
+    for cycle in range(15):
+        at = NOW + cycle
+        history.append(
+            compute_weights(
+                pool=pool,
+                endpoints=endpoints,
+                samples={e.address: sample(e, at) for e in endpoints},
+                previous=history[-1],
+                now=at,
+                data_path=True,
+            )
+        )
+    before, after = history[10], history[-1]
+    assert after[h100.address].capacity_estimate == pytest.approx(64 / 0.02)
+    assert after[h100.address].weight == before[h100.address].weight
+    if engine is Engine.TRITON:  # still fresh (its compute time): its reason names the source
+        for t in idle:
+            assert "capacity: time per response byte (data path)" in after[t.address].reason
 
 
 def test_without_the_data_path_the_triton_server_is_still_assumed_typical() -> None:
