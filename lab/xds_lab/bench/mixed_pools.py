@@ -27,7 +27,9 @@ form N times (the scenario's seed, +1, ...), a row per run. Writes ``mixed_pools
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -127,16 +129,24 @@ async def _run_form(
         warm = load_spec(scenario, rate_rps=rate * 0.6, seconds=scenario.warmup_s, seed=500)
         await run_load(stack.url, build_requests(warm), timeout_s=scenario.request_timeout_s)
         await stack.backends.wait_idle(timeout=scenario.request_timeout_s)
-        point = await run_point(
-            stack,
-            scenario=scenario,
-            policy=policy,
-            rate_rps=rate,
-            seed=seed,
-            seconds=seconds,
-        )
+        routes: list[dict[str, Any]] = []
+        sampler = asyncio.create_task(_sample_routes(stack, routes), name="bench-routes")
+        try:
+            point = await run_point(
+                stack,
+                scenario=scenario,
+                policy=policy,
+                rate_rps=rate,
+                seed=seed,
+                seconds=seconds,
+            )
+        finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
     finally:
         await stack.close()
+    point["route_weights"] = routes
     point["form"] = form
     point["seed"] = seed
     kind = {s.name: s.profile for s in scenario.fleet}
@@ -145,6 +155,30 @@ async def _run_form(
         served[kind.get(server, server)] += count
     point["served_by_kind"] = dict(served)
     return point
+
+
+_ROUTE_SAMPLE_S = 1.0
+
+
+async def _sample_routes(stack: BenchStack, out: list[dict[str, Any]]) -> None:
+    """The engine's pool weights of every route, every second, as the admin API shows them
+    (what it pushes; Envoy applies them with the next RDS): ``{"t", "routes"}``."""
+    start = time.monotonic()
+    while True:
+        with contextlib.suppress(Exception):  # a missed sample is a gap, not a failed point
+            view = await stack.control_plane.get_json("/v1/weights")
+            out.append({"t": round(time.monotonic() - start, 2), "routes": view.get("routes", {})})
+        await asyncio.sleep(_ROUTE_SAMPLE_S)
+
+
+def _route_range(point: dict[str, Any]) -> str:
+    """Each pool's lowest and highest weight over the point's samples, on any route."""
+    seen: dict[str, list[int]] = {}
+    for sample in point.get("route_weights", []):
+        for weights in sample["routes"].values():
+            for pool, weight in weights.items():
+                seen.setdefault(pool, []).append(int(weight))
+    return " / ".join(f"{p} {min(w)}-{max(w)}" for p, w in sorted(seen.items())) or "-"
 
 
 def results_table(points: Sequence[dict[str, Any]]) -> str:
@@ -160,6 +194,7 @@ def results_table(points: Sequence[dict[str, Any]]) -> str:
             f"{p['goodput_rps']:.2f}",
             p.get("errors", ""),
             " / ".join(f"{k} {v}" for k, v in sorted(p["served_by_kind"].items())),
+            _route_range(p),
         ]
         for p in points
     ]
@@ -173,7 +208,7 @@ def results_table(points: Sequence[dict[str, Any]]) -> str:
         "goodput",
         "errors",
     ]
-    return markdown_table(header=[*header, "served by kind"], rows=rows)
+    return markdown_table(header=[*header, "served by kind", "route weights (min-max)"], rows=rows)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
