@@ -75,7 +75,7 @@ def test_a_server_with_no_reading_this_cycle_stays_on_the_data_path_s_line(
     off."""
     pool = Pool(name="mixed", engine=Engine.VLLM)
     h100 = an_endpoint(1)
-    others = [an_endpoint(i, engine) if engine else an_endpoint(i) for i in (2, 3, 4)]
+    others = [an_endpoint(i, engine) for i in (2, 3, 4)]
     idle = others[1:]
 
     def sample(endpoint: Endpoint, at: float) -> Sample:
