@@ -11,10 +11,11 @@ request for a generative model: tens of times a decode step, and no measure of o
 path (``signals.data_path``) times every server alike: seconds per response byte while a stream
 runs, which for servers of one API and model is the decode step over a constant (the bytes an
 output token takes). On an endpoint that has both, the ratio of the engine's step to the data
-path's is that constant (``step_scale``, smoothed); the pool's median of it puts every
-data-path reading on the engines' scale. So, per endpoint, the step is the engine's where it
-exports one, else the data path's (scaled), and the capacities of vLLM, SGLang, Triton, ONNX
-Runtime and servers with no metrics at all compare in one pool.
+path's is that constant (``step_scale``, smoothed in log, each reading bounded to a factor of
+two from the kept one); the pool's median of it puts every data-path reading on the engines'
+scale. So, per endpoint, the step is the engine's where it exports one, else the data path's
+(scaled), and the capacities of vLLM, SGLang, Triton, ONNX Runtime and servers with no metrics
+at all compare in one pool.
 
 Without the data path, a pool with any vLLM or SGLang endpoint is measured in decode steps: an
 endpoint with only compute per execution has no capacity reading there and is assumed at the
@@ -110,6 +111,11 @@ _WORK_CEILING = 1e9
 _STEP_CEILING_S = 1e6
 _SCALE_CEILING = 1e9
 """Engine step over data-path step (bytes per token) beyond any real output format."""
+_SCALE_MOVE = float(np.log(2.0))
+"""The farthest (in log) one cycle's reading of an endpoint's step scale is counted from its
+kept one. A window whose engine step caught a long prefill stall the data path's window did
+not (1.6 s against 12 ms) took one H100's scale from 202 to 2,432 in two cycles when read as it
+came, and the fleet's sixfold (docs/benchmarks.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +150,18 @@ def _timing(
     path_step = inputs.signal(Signal.DATAPATH_STEP_S)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         ratio = engine_step / path_step
-        readable = (ratio > 0.0) & (ratio < _SCALE_CEILING)
-    last = inputs.last("step_scale")
-    scale = np.where(readable, np.where(last == last, ewma(last, ratio, alpha=alpha), ratio), last)
-    known = scale[scale == scale]
+        reading = np.log(np.where((ratio > 0.0) & (ratio < _SCALE_CEILING), ratio, np.nan))
+        last = np.log(inputs.last("step_scale"))
+    # Smoothed in log, each reading counted at most _SCALE_MOVE from the kept scale: the ratio
+    # is a constant of the output format, and one window's stalled step is not a new one.
+    bounded = np.clip(reading, last - _SCALE_MOVE, last + _SCALE_MOVE)
+    log_scale = np.where(
+        reading == reading, np.where(last == last, ewma(last, bounded, alpha=alpha), reading), last
+    )
+    scale = np.exp(log_scale)
+    known = log_scale[log_scale == log_scale]
     if known.size:
-        scaled, pool_scale = True, float(np.median(known))
+        scaled, pool_scale = True, float(np.exp(np.median(known)))
     elif fleet_scale is not None:
         scaled, pool_scale = True, fleet_scale
     else:
@@ -280,7 +292,7 @@ def _last_speed(inputs: Inputs, *, drop: Mask) -> Speed:
 def fleet_step_scale(
     *, decisions: Mapping[str, WeightDecision], samples: Mapping[str, Sample]
 ) -> float | None:
-    """The median step scale over the fleet: each endpoint's smoothed ``step_scale`` from
+    """The median step scale over the fleet (in log): each endpoint's smoothed ``step_scale`` from
     ``decisions`` (every pool's, by address), else its sample's engine step over data-path step
     (the first cycle). It puts the data path's readings of a pool with no engine step of its
     own on the fleet's scale; ``None`` if no endpoint has both readings."""
@@ -297,4 +309,6 @@ def fleet_step_scale(
         path_step = sample.values.get(Signal.DATAPATH_STEP_S)
         if engine_step and path_step and 0.0 < engine_step / path_step < _SCALE_CEILING:
             scales.append(engine_step / path_step)
-    return float(np.median(scales)) if scales else None
+    # The median in log: with two endpoints their geometric mean, which one of them cannot
+    # drag as far as their plain mean.
+    return float(np.exp(np.median(np.log(scales)))) if scales else None

@@ -238,3 +238,51 @@ def test_a_route_over_a_vllm_and_a_triton_pool_is_weighed_on_the_fleet_s_scale()
     assert {p: w.weight for p, w in weights["gw/all"].items()} == {"h100": 100, "a100": 50}
     # Without the data path the two are different measures: static weights.
     assert compute_route_weights(config=config, decisions=by_pool, previous={}, now=NOW) == {}
+
+
+def test_one_stalled_engine_window_does_not_move_the_other_pool_s_capacity() -> None:
+    """One H100's engine step catches a long prefill stall that its data-path window does not
+    (1.6 s against 20 ms, two cycles running, as traced in a benchmark): the fleet's step scale,
+    which puts the Triton pool on the vLLM servers' scale, stays where the two H100s agree, and
+    so does the Triton pool's capacity."""
+    pools = {
+        "h100": Pool(name="h100", engine=Engine.VLLM),
+        "a100": Pool(name="a100", engine=Engine.TRITON),
+    }
+    members = {"h100": [an_endpoint(1), an_endpoint(3)], "a100": [an_endpoint(2)]}
+    decisions: dict[str, dict[str, WeightDecision]] = {"h100": {}, "a100": {}}
+    estimates = []
+    for cycle in range(30):
+        engine_step = {"10.0.0.1:8000": 1.6 if cycle in (10, 11) else 0.02, "10.0.0.3:8000": 0.02}
+        samples = {
+            address: Sample.build(
+                address=address,
+                values=[
+                    (Signal.DECODE_STEP_S, step),
+                    (Signal.DATAPATH_STEP_S, 0.02 / BYTES_PER_TOKEN),
+                ],
+                observed_at=NOW + cycle,
+                source="test",
+            )
+            for address, step in engine_step.items()
+        }
+        samples["10.0.0.2:8000"] = Sample.build(
+            address="10.0.0.2:8000",
+            values=[(Signal.EXEC_COMPUTE_S, 3.0), (Signal.DATAPATH_STEP_S, 0.04 / BYTES_PER_TOKEN)],
+            observed_at=NOW + cycle,
+            source="test",
+        )
+        every = {a: d for found in decisions.values() for a, d in found.items()}
+        scale = fleet_step_scale(decisions=every, samples=samples)
+        for name, pool in pools.items():
+            decisions[name] = compute_weights(
+                pool=pool,
+                endpoints=members[name],
+                samples=samples,
+                previous=decisions[name],
+                now=NOW + cycle,
+                data_path=True,
+                fleet_scale=scale,
+            )
+        estimates.append(decisions["a100"]["10.0.0.2:8000"].capacity_estimate)
+    assert all(e == pytest.approx(64 / 0.04, rel=0.1) for e in estimates), estimates
