@@ -24,7 +24,8 @@ Runtime only) compares compute per execution among its endpoints.
 
 Either reading counts every prefill that stalled a step: each is read against its group's
 common line of step over prefill work (``engine/speed.py``), and the capacity is the endpoint's
-slots over that line's decode step scaled by the endpoint's slowness, pooled with its peers'.
+slots over that line's step at the group's mean work, scaled by the endpoint's slowness, pooled
+with its peers'.
 """
 
 from __future__ import annotations

@@ -34,6 +34,21 @@ mean square distance of a reading from its slowness (one cycle counted as at mos
 group's standard deviations), and the group's is the median: a trend on one server does not
 widen the band it has to pass.
 
+A capacity reads the line at the group's mean work (``reference_step``), not at none. The
+shape and the scales trade off against each other: a steeper line with lower scales fits the
+points nearly as well, so the line's value at no work, an extrapolation, moved with every
+change of the fitted shape. Traced on a route over a vLLM and a Triton pool, the two Triton
+A100s' step at no work went from 25 to 13 ms and back within 30 s of steady load as the shape
+went from 0.3 to 1.1 and back, and their capacity doubled and halved with it. Where the points
+are, the line is known: there it rose from 26 to 45 ms in the same kind of run as the pool's
+load grew, and did not swing. It is also what the pool's servers do with the work this
+workload brings, which the decode step alone is not: an A100 prefills 2.2x slower than an H100
+and decodes 1.8x slower, so under prompt-heavy traffic its share is nearer a half than the
+0.62 its decode step gives. Inside one group the inflation is common to every server and
+relative capacities are as they were; it counts between groups (servers timed by the engine
+and by the data path in one pool) and between the pools of a route, where a pool that carries
+more work reads less capacity.
+
 Last, slownesses closer than the readings' own noise are pooled (``pooled``): each endpoint
 takes a kernel-weighted mean of its group's, with a Gaussian kernel as wide as the group's
 measured noise. A difference smaller than one reading's noise is no evidence that two servers
@@ -83,8 +98,8 @@ class Speed:
     fit: Column
     """Shape (5, n): each endpoint's decayed sums (``FIT``)."""
     reference_step: Column
-    """Each endpoint's group's median scale (seconds): the decode step at no work of the
-    group's median server, which the slowness scales."""
+    """Each endpoint's group's step (seconds) at the group's mean work, on its median server
+    (the group's median scale times ``_inflation``), which the slowness scales."""
     group_noise: Column
     """Each endpoint's group's noise (the median of its members')."""
     slowed: Mask
@@ -122,6 +137,15 @@ def _shape(sums: Column) -> float:
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         explained = np.nansum((wy + shapes[:, None] * wxy) * _scales(sums, shape=shapes), axis=1)
     return float(shapes[int(np.argmax(explained))])
+
+
+def _inflation(sums: Column, *, shape: float) -> float:
+    """``1 + shape x`` at the group's mean work (its readings' centroid, each weighted as in
+    the fit): how much longer than its decode step a step of the group takes at the work its
+    servers carry (1 where that is unknown)."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        work = float(np.sum(sums[1]) / np.sum(sums[0]))
+    return 1.0 + shape * work if np.isfinite(work) and work > 0.0 else 1.0
 
 
 def read_speed(
@@ -188,12 +212,13 @@ def read_speed(
             point = _points(step=np.where(fresh, step, 1.0), work=work)
         fit = np.where(fresh, np.where(known, (1.0 - alpha) * fit + point, point), fit)
         rows = np.flatnonzero(members & (fit[0] == fit[0]) & (fit[0] > 0.0))
-        scales = _scales(fit[:, rows], shape=_shape(fit[:, rows]))
+        shape = _shape(fit[:, rows])
+        scales = _scales(fit[:, rows], shape=shape)
         median = float(np.median(scales))
         slowness[rows] = np.log(scales / median)
         recent = np.where(followed, slowness, np.where(had, quick, recent))
         recent = np.where(members & (recent != recent), slowness, recent)
-        reference = np.where(members, median, reference)
+        reference = np.where(members, median * _inflation(fit[:, rows], shape=shape), reference)
         group_noise = np.where(members, band2, group_noise)
     return Speed(
         slowness=slowness,

@@ -4,9 +4,12 @@ in the same unit: a per-token step (vLLM, SGLang) is not a per-request compute t
 from __future__ import annotations
 
 from decisions import steady_decision
+from engine_rows import NOW
 from xds_control.config import Engine, measures_comparable, parse_config
-from xds_control.engine import WeightDecision
+from xds_control.discovery import Endpoint
+from xds_control.engine import WeightDecision, compute_weights
 from xds_control.engine.pools import compute_route_weights
+from xds_control.signals import Sample, Signal
 
 CONFIG = """
 pools:
@@ -43,3 +46,52 @@ def test_measures_comparable() -> None:
     assert measures_comparable([Engine.VLLM, Engine.SGLANG])
     assert measures_comparable([Engine.TRITON, Engine.ONNXRUNTIME])
     assert not measures_comparable([Engine.SGLANG, Engine.ONNXRUNTIME])
+
+
+def test_a_pool_that_prefills_slower_is_weighed_by_its_steps_under_the_work() -> None:
+    """Two single-server pools behind one route, under the same prompt-heavy work (20 and 80
+    prefill tokens per step in turn): the A100 decodes 1.8x slower than the H100 but prefills
+    3.6x slower. What its steps take under that work, not its decode step alone, sets its
+    share: about 0.43 of the H100's here, where the decode step gives 0.56."""
+    config = parse_config(text=CONFIG)
+    # Each pool's server and its line: decode step, prefill time per token over it.
+    servers = {
+        "h100": (
+            Endpoint(address="127.0.0.1:8001", host="127.0.0.1", port=8001, weight=10),
+            0.010,
+            0.02,
+        ),
+        "a100": (
+            Endpoint(address="127.0.0.1:8002", host="127.0.0.1", port=8002, weight=10),
+            0.018,
+            0.04,
+        ),
+    }
+    decisions: dict[str, dict[str, WeightDecision]] = {"h100": {}, "a100": {}}
+    for cycle in range(40):
+        work = 20.0 if cycle % 2 else 80.0
+        samples = {
+            server.address: Sample.build(
+                address=server.address,
+                values=[
+                    (Signal.DECODE_STEP_S, decode * (1.0 + shape * work)),
+                    (Signal.RUNNING, 10.0),
+                    (Signal.PREFILL_RATIO, work / 10.0),
+                ],
+                observed_at=NOW + cycle,
+                source="test",
+            )
+            for server, decode, shape in servers.values()
+        }
+        for name, (server, _, _) in servers.items():
+            decisions[name] = compute_weights(
+                pool=config.pool(name),
+                endpoints=[server],
+                samples=samples,
+                previous=decisions[name],
+                now=NOW + cycle,
+            )
+    by_pool = {name: tuple(found.values()) for name, found in decisions.items()}
+    weights = compute_route_weights(config=config, decisions=by_pool, previous={}, now=NOW)
+    assert 35 <= weights["gw/tokens"]["a100"].weight <= 45
+    assert weights["gw/tokens"]["h100"].weight == 100
