@@ -1,5 +1,5 @@
 """Endpoints and samples for the engine's unit tests: endpoint ``i`` at 10.0.0.i:8000 with 64
-batch slots, and a sample of named readings observed at ``NOW``."""
+batch slots, and a sample of named readings observed at ``NOW`` (or a later cycle's time)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ def an_endpoint(i: int, engine: Engine | None = None) -> Endpoint:
     )
 
 
-def a_sample(address: str, **values: float) -> Sample:
-    """A sample of ``address`` with the readings named by signal value, observed at ``NOW``."""
+def a_sample(address: str, *, at: float = NOW, **values: float) -> Sample:
+    """A sample of ``address`` with the readings named by signal value, observed ``at``."""
     return Sample.build(
         address=address,
         values=[(Signal(k), v) for k, v in values.items()],
-        observed_at=NOW,
+        observed_at=at,
         source="test",
     )

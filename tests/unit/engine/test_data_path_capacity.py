@@ -253,25 +253,23 @@ def test_one_stalled_engine_window_does_not_move_the_other_pool_s_capacity() -> 
     decisions: dict[str, dict[str, WeightDecision]] = {"h100": {}, "a100": {}}
     estimates = []
     for cycle in range(30):
-        engine_step = {"10.0.0.1:8000": 1.6 if cycle in (10, 11) else 0.02, "10.0.0.3:8000": 0.02}
+        at = NOW + cycle
+        stalled = 1.6 if cycle in (10, 11) else 0.02
+        path_step = 0.02 / BYTES_PER_TOKEN
         samples = {
-            address: Sample.build(
-                address=address,
-                values=[
-                    (Signal.DECODE_STEP_S, step),
-                    (Signal.DATAPATH_STEP_S, 0.02 / BYTES_PER_TOKEN),
-                ],
-                observed_at=NOW + cycle,
-                source="test",
-            )
-            for address, step in engine_step.items()
+            "10.0.0.1:8000": a_sample(
+                "10.0.0.1:8000", at=at, decode_step_s=stalled, datapath_step_s=path_step
+            ),
+            "10.0.0.3:8000": a_sample(
+                "10.0.0.3:8000", at=at, decode_step_s=0.02, datapath_step_s=path_step
+            ),
+            "10.0.0.2:8000": a_sample(
+                "10.0.0.2:8000",
+                at=at,
+                exec_compute_s=3.0,
+                datapath_step_s=0.04 / BYTES_PER_TOKEN,
+            ),
         }
-        samples["10.0.0.2:8000"] = Sample.build(
-            address="10.0.0.2:8000",
-            values=[(Signal.EXEC_COMPUTE_S, 3.0), (Signal.DATAPATH_STEP_S, 0.04 / BYTES_PER_TOKEN)],
-            observed_at=NOW + cycle,
-            source="test",
-        )
         every = {a: d for found in decisions.values() for a, d in found.items()}
         scale = fleet_step_scale(decisions=every, samples=samples)
         for name, pool in pools.items():

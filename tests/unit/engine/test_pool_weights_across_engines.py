@@ -4,12 +4,10 @@ in the same unit: a per-token step (vLLM, SGLang) is not a per-request compute t
 from __future__ import annotations
 
 from decisions import steady_decision
-from engine_rows import NOW
+from engine_rows import NOW, a_sample, an_endpoint
 from xds_control.config import Engine, measures_comparable, parse_config
-from xds_control.discovery import Endpoint
 from xds_control.engine import WeightDecision, compute_weights
 from xds_control.engine.pools import compute_route_weights
-from xds_control.signals import Sample, Signal
 
 CONFIG = """
 pools:
@@ -55,31 +53,17 @@ def test_a_pool_that_prefills_slower_is_weighed_by_its_steps_under_the_work() ->
     share: about 0.43 of the H100's here, where the decode step gives 0.56."""
     config = parse_config(text=CONFIG)
     # Each pool's server and its line: decode step, prefill time per token over it.
-    servers = {
-        "h100": (
-            Endpoint(address="127.0.0.1:8001", host="127.0.0.1", port=8001, weight=10),
-            0.010,
-            0.02,
-        ),
-        "a100": (
-            Endpoint(address="127.0.0.1:8002", host="127.0.0.1", port=8002, weight=10),
-            0.018,
-            0.04,
-        ),
-    }
+    servers = {"h100": (an_endpoint(1), 0.010, 0.02), "a100": (an_endpoint(2), 0.018, 0.04)}
     decisions: dict[str, dict[str, WeightDecision]] = {"h100": {}, "a100": {}}
     for cycle in range(40):
         work = 20.0 if cycle % 2 else 80.0
         samples = {
-            server.address: Sample.build(
-                address=server.address,
-                values=[
-                    (Signal.DECODE_STEP_S, decode * (1.0 + shape * work)),
-                    (Signal.RUNNING, 10.0),
-                    (Signal.PREFILL_RATIO, work / 10.0),
-                ],
-                observed_at=NOW + cycle,
-                source="test",
+            server.address: a_sample(
+                server.address,
+                at=NOW + cycle,
+                decode_step_s=decode * (1.0 + shape * work),
+                running=10.0,
+                prefill_ratio=work / 10.0,
             )
             for server, decode, shape in servers.values()
         }
