@@ -160,9 +160,9 @@ def _timing(
         reading == reading, np.where(last == last, ewma(last, bounded, alpha=alpha), reading), last
     )
     scale = np.exp(log_scale)
-    known = log_scale[log_scale == log_scale]
+    known = scale[scale == scale]
     if known.size:
-        scaled, pool_scale = True, float(np.exp(np.median(known)))
+        scaled, pool_scale = True, _median_in_log(known)
     elif fleet_scale is not None:
         scaled, pool_scale = True, fleet_scale
     else:
@@ -310,6 +310,10 @@ def fleet_step_scale(
         path_step = sample.values.get(Signal.DATAPATH_STEP_S)
         if engine_step and path_step and 0.0 < engine_step / path_step < _SCALE_CEILING:
             scales.append(engine_step / path_step)
-    # The median in log: with two endpoints their geometric mean, which one of them cannot
-    # drag as far as their plain mean.
-    return float(np.exp(np.median(np.log(scales)))) if scales else None
+    return _median_in_log(np.asarray(scales)) if scales else None
+
+
+def _median_in_log(scales: Column) -> float:
+    """The median of step scales taken in log: of two endpoints their geometric mean, which
+    one of them cannot drag as far as their plain mean."""
+    return float(np.exp(np.median(np.log(scales))))
