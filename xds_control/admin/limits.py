@@ -1,4 +1,4 @@
-"""``/v1/limits``: every budget number the control plane set, with the P99 it came from, and
+"""``/v1/limits``: every admission rate the control plane set, with the P99 it came from, and
 what each output-token budget has charged in its window."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from collections.abc import Callable
 from typing import Any
 
 from xds_control.config import Config
-from xds_control.limits import BudgetRow, Limiter
+from xds_control.limits import Limiter, RateRow
 from xds_control.xds.routes import class_route_name
 
-__all__ = ["TokenBudgetRows", "budget_json", "limits_view", "narrowed"]
+__all__ = ["TokenBudgetRows", "limits_view", "narrowed", "rate_json"]
 
 
-def budget_json(row: BudgetRow) -> dict[str, Any]:
+def rate_json(row: RateRow) -> dict[str, Any]:
     """One row as the admin API shows it."""
-    ceiling = row.budget.rates[row.priority]
+    ceiling = row.adapted.rates[row.priority]
     return {
         "group": row.group,
         "listener": row.listener,
@@ -38,13 +38,13 @@ def budget_json(row: BudgetRow) -> dict[str, Any]:
             pool: {"ttft_s": lat.ttft_p99_s, "tpot_s": lat.tpot_p99_s}
             for pool, lat in row.latency.items()
         },
-        "pressure": None if row.budget.pressure is None else round(row.budget.pressure, 3),
-        "action": row.budget.action,
+        "pressure": None if row.adapted.pressure is None else round(row.adapted.pressure, 3),
+        "action": row.adapted.action,
     }
 
 
 def _policies(config: Config | None) -> dict[str, dict[str, Any]]:
-    """Listener -> its budgets' unit and P99 targets (what a row's pressure is measured by)."""
+    """Listener -> its rates' unit and P99 targets (what a row's pressure is measured by)."""
     if config is None:
         return {}
     return {
@@ -84,19 +84,19 @@ def limits_view(
             "token_budgets": tokens,
         }
     policies = _policies(config)
-    rows = [{**budget_json(row), **policies.get(row.listener, {})} for row in limiter.rows]
+    rows = [{**rate_json(row), **policies.get(row.listener, {})} for row in limiter.rows]
     return {
         "enabled": bool(rows),
         "cycle": limiter.cycle,
         "source_error": limiter.source_error,
-        "budgets": rows,
+        "budgets": rows,  # the key API users read; its rows are the classes' rates
         "token_budgets": tokens,
     }
 
 
 def narrowed(view: dict[str, Any], *, route: str = "", group: str = "") -> dict[str, Any]:
     """``limits_view``'s answer for one route (LISTENER/ROUTE) and node group, or all (empty):
-    its budget rows, and the output-token budgets of the pools they send to. Pure."""
+    its rate rows, and the output-token budgets of the pools they send to. Pure."""
     rows = [
         r
         for r in view["budgets"]

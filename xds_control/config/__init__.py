@@ -14,7 +14,7 @@ from xds_control.config.groups import DEFAULT_GROUP, DefaultGroup, NodeGroup, No
 from xds_control.config.kv_events import KvEventPorts, KvEventsConfig
 from xds_control.config.limits import (
     AdaptPolicy,
-    ClassBudget,
+    ClassRate,
     HighPriorityBreakers,
     Limits,
     PriorityClass,
@@ -47,7 +47,7 @@ __all__ = [
     "PER_REQUEST_STEP",
     "AdaptPolicy",
     "CircuitBreakers",
-    "ClassBudget",
+    "ClassRate",
     "Classify",
     "Config",
     "DataPathConfig",

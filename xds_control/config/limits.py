@@ -1,8 +1,8 @@
-"""Priority classes and their admission budgets, enforced by Envoy per route.
+"""Priority classes and their admission rates, enforced by Envoy per route.
 
 A request's priority class comes from a header (``x-priority`` by default), else from its
 route's ``priority``, else from the listener's ``limits.default``. Each class has a fleet-wide
-budget (requests per second) that Envoy's local rate limit enforces per route; the control
+rate (requests per second) that Envoy's local rate limit enforces per route; the control
 plane divides it among the Envoys of a node group and adapts it to the measured P99 of the
 route's pools. Critical and High take Envoy's HIGH routing priority, so they draw on each
 pool's second set of circuit breakers (``high_priority_breakers``) and cannot be starved of
@@ -18,7 +18,7 @@ from pydantic import Field
 
 from xds_control.config.strict import StrictModel
 
-__all__ = ["AdaptPolicy", "ClassBudget", "HighPriorityBreakers", "Limits", "PriorityClass"]
+__all__ = ["AdaptPolicy", "ClassRate", "HighPriorityBreakers", "Limits", "PriorityClass"]
 
 
 class PriorityClass(StrEnum):
@@ -43,8 +43,8 @@ HeaderName = Annotated[
 ]
 
 
-class ClassBudget(StrictModel):
-    """One class's fleet-wide admission budget per route."""
+class ClassRate(StrictModel):
+    """One class's fleet-wide admission rate per route, and its burst."""
 
     rate_per_s: float = Field(
         gt=0,
@@ -63,7 +63,7 @@ class ClassBudget(StrictModel):
 
 
 class AdaptPolicy(StrictModel):
-    """How budgets follow the measured P99 (lower while over target, raise back while under)."""
+    """How the rates follow the measured P99 (lower while over target, raise back while under)."""
 
     enabled: bool = Field(
         default=True, description="Adapt to P99 (needs `signals.prometheus_url`); off: fixed."
@@ -132,12 +132,12 @@ class HighPriorityBreakers(StrictModel):
     max_retries: int = Field(default=3, ge=0, description="Retries in flight.")
 
 
-def _default_classes() -> dict[PriorityClass, ClassBudget]:
+def _default_classes() -> dict[PriorityClass, ClassRate]:
     return {}
 
 
 class Limits(StrictModel):
-    """A listener's priority classes and admission budgets."""
+    """A listener's priority classes and admission rates."""
 
     header: HeaderName = Field(
         default="x-priority",
@@ -146,7 +146,7 @@ class Limits(StrictModel):
     )
     unit: Literal["requests", "tokens"] = Field(
         default="requests",
-        description="What a budget counts: requests, or tokens, each request costing the number "
+        description="What a rate counts: requests, or tokens, each request costing the number "
         "in `cost_header` (Envoy's `hits_addend`); a request without it costs one.",
     )
     cost_header: HeaderName = Field(
@@ -159,9 +159,9 @@ class Limits(StrictModel):
         default=PriorityClass.MEDIUM,
         description="Class of a request with no (valid) header on a route without `priority`.",
     )
-    classes: dict[PriorityClass, ClassBudget] = Field(
+    classes: dict[PriorityClass, ClassRate] = Field(
         default_factory=_default_classes,
-        description="Budget per class; a class left out is not rate-limited (its route still "
+        description="Rate per class; a class left out is not rate-limited (its route still "
         "takes its priority).",
     )
     retry_after_s: int = Field(
@@ -171,7 +171,7 @@ class Limits(StrictModel):
         description="`retry-after` seconds on a 429: one bucket refill.",
     )
     adapt: AdaptPolicy = Field(
-        default_factory=AdaptPolicy, description="How budgets follow the measured P99."
+        default_factory=AdaptPolicy, description="How the rates follow the measured P99."
     )
     high_priority_breakers: HighPriorityBreakers = Field(
         default_factory=HighPriorityBreakers,

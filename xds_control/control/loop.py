@@ -245,7 +245,7 @@ class ControlLoop:
     async def _publish(self, weights: EngineWeights) -> None:
         state = self.state
         budgets = (
-            self.limiter.budgets(state.config, envoys=self._envoys(), fleet=state.fleet_sizes)
+            self.limiter.buckets(state.config, envoys=self._envoys(), fleet=state.fleet_sizes)
             if self.limiter is not None
             else Buckets()
         )

@@ -1,6 +1,6 @@
-"""Limits: priority-class admission budgets that follow the measured P99 (docs/limits.md).
+"""Limits: priority-class admission rates that follow the measured P99 (docs/limits.md).
 
-The stage in the order a budget is made: ``rule`` (the pure rule, one cycle of one route: lower
+The stage in the order a rate is made: ``rule`` (the pure rule, one cycle of one route: lower
 while P99 is over target, raise back while under, hold for ``period_s`` after a change),
 ``keeper`` (``Limiter``: the P99s from ``signals.latency`` folded per pool, the rates kept
 across cycles, divided among each node group's Envoys), ``buckets`` (``Buckets``: what each
@@ -10,13 +10,13 @@ are ``config.limits``; Envoy's filter and per-route config ``xds.ratelimit``; th
 """
 
 from xds_control.limits.buckets import Bucket, Buckets, RouteBucket, bucket_for_rate
-from xds_control.limits.keeper import BudgetRow, Limiter, pool_latency
+from xds_control.limits.keeper import Limiter, RateRow, pool_latency
 from xds_control.limits.rule import (
     RAISE_BELOW,
     Latency,
-    RouteBudget,
+    RouteRates,
     adapt_rates,
-    next_budget,
+    next_rates,
     pressure,
 )
 
@@ -24,14 +24,14 @@ __all__ = [
     "RAISE_BELOW",
     "Bucket",
     "Buckets",
-    "BudgetRow",
     "Latency",
     "Limiter",
+    "RateRow",
     "RouteBucket",
-    "RouteBudget",
+    "RouteRates",
     "adapt_rates",
     "bucket_for_rate",
-    "next_budget",
+    "next_rates",
     "pool_latency",
     "pressure",
 ]

@@ -1,7 +1,7 @@
 """The token buckets each node group's Envoys enforce: one frozen value from the limits stage
 to the route builder.
 
-A budget is a fleet-wide rate; what an Envoy runs is a bucket of whole tokens, its share of
+A class's admission rate is fleet-wide; what an Envoy runs is a bucket of whole tokens, its share of
 that rate (``bucket_for_rate``). ``Buckets`` holds one bucket per node group, listener, route
 and priority class. It is a value (frozen, compared by content), so the loop can tell that
 nothing changed and the builders cannot change it. Pure.

@@ -1,4 +1,4 @@
-"""Priority-class budgets between cycles: P99 readings in, each Envoy's buckets out.
+"""Priority-class rates between cycles: P99 readings in, each Envoy's buckets out.
 
 The stateful half of the limits stage: once per engine cycle it asks ``signals.latency`` for
 every endpoint's P99s, folds them into each pool's (its worst endpoint's), steps the pure rule
@@ -26,10 +26,10 @@ from xds_control.discovery import Endpoint
 from xds_control.errors import SignalError
 from xds_control.limits.buckets import Bucket, Buckets, RouteBucket, bucket_for_rate
 from xds_control.limits.metrics import count_adjustment
-from xds_control.limits.rule import Latency, RouteBudget, next_budget, pressure
+from xds_control.limits.rule import Latency, RouteRates, next_rates, pressure
 from xds_control.signals.latency import FallbackLatency, LatencySource, P99Readings, P99Source
 
-__all__ = ["BudgetRow", "Limiter", "pool_latency"]
+__all__ = ["Limiter", "RateRow", "pool_latency"]
 
 log = structlog.get_logger(__name__)
 
@@ -37,7 +37,7 @@ _Key = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
-class BudgetRow:
+class RateRow:
     """Every number set for one class of one route in one node group, and where it came from."""
 
     group: str
@@ -46,7 +46,8 @@ class BudgetRow:
     priority: PriorityClass
     pools: tuple[str, ...]
     latency: Mapping[str, Latency]
-    budget: RouteBudget
+    adapted: RouteRates
+    """The route's rates after the last cycle, and the pressure and action behind them."""
     envoys: int
     """The Envoys the rate is divided among: the larger of ``connected`` and ``fleet``."""
     connected: int
@@ -98,8 +99,8 @@ class Limiter:
         self._latency_source = latency
         self._clock = clock
         self._latency: dict[str, Latency] = {}
-        self._budgets: dict[_Key, RouteBudget] = {}
-        self._rows: tuple[BudgetRow, ...] = ()
+        self._rates: dict[_Key, RouteRates] = {}
+        self._rows: tuple[RateRow, ...] = ()
         self._source_error: str | None = None
         self.cycle = 0
 
@@ -133,7 +134,7 @@ class Limiter:
         """Read the pools' P99s (when a route has limits) and adapt every route's rates."""
         limited = _limited(config)
         if not limited:
-            self._budgets = {}
+            self._rates = {}
             return
         if self._latency_source is not None:
             windows = {lis.limits.adapt.window for lis, _ in limited if lis.limits is not None}
@@ -163,7 +164,7 @@ class Limiter:
             latency.update(pool_latency(readings, config=config, endpoints=endpoints))
         error = "; ".join(errors) or None
         if error is not None and error != self._source_error:
-            log.warning("P99 read failed; budgets hold", error=error)
+            log.warning("P99 read failed; rates hold", error=error)
         self._source_error = error
         return latency
 
@@ -173,28 +174,28 @@ class Limiter:
 
     def decide(self, config: Config) -> None:
         """One step of the rule for every limited route, from the last P99s."""
-        budgets: dict[_Key, RouteBudget] = {}
+        rates: dict[_Key, RouteRates] = {}
         now = self._clock()
         for listener, route in _limited(config):
             limits = listener.limits
             assert limits is not None  # _limited keeps only those
             key = (listener.name, route.name)
-            budget = next_budget(
+            adapted = next_rates(
                 policy=limits.adapt,
                 ceilings={c: b.rate_per_s for c, b in limits.classes.items()},
-                previous=self._budgets.get(key),
+                previous=self._rates.get(key),
                 pressure=pressure(limits.adapt, self._pool_latency(route)),
                 now=now,
             )
-            count_adjustment(listener=listener.name, route=route.name, action=budget.action)
-            budgets[key] = budget
-        self._budgets = budgets
+            count_adjustment(listener=listener.name, route=route.name, action=adapted.action)
+            rates[key] = adapted
+        self._rates = rates
         self.cycle += 1
 
     def _pool_latency(self, route: Route) -> dict[str, Latency]:
         return {p: self._latency[p] for p in route.pool_names() if p in self._latency}
 
-    def budgets(
+    def buckets(
         self,
         config: Config,
         *,
@@ -204,27 +205,27 @@ class Limiter:
         """Each group's buckets: the fleet rates divided by its Envoys, the larger of those
         connected here (``envoys``) and its gateway fleet's size (``fleet``; none at all: the
         whole rate, for the first to come). Records the rows ``rows`` shows."""
-        rows: list[BudgetRow] = []
+        rows: list[RateRow] = []
         sizes = fleet or {}
         for group in group_names(config):
             connected, members = envoys.get(group, 0), sizes.get(group)
             count = max(1, connected, members or 0)
             names = _listeners_of(config, group)
             for listener, route in _limited(config):
-                budget = self._budgets.get((listener.name, route.name))
-                if listener.name not in names or budget is None or listener.limits is None:
+                adapted = self._rates.get((listener.name, route.name))
+                if listener.name not in names or adapted is None or listener.limits is None:
                     continue
-                for priority, rate in budget.rates.items():
+                for priority, rate in adapted.rates.items():
                     burst_s = listener.limits.classes[priority].burst_s
                     rows.append(
-                        BudgetRow(
+                        RateRow(
                             group=group,
                             listener=listener.name,
                             route=route.name,
                             priority=priority,
                             pools=route.pool_names(),
                             latency=self._pool_latency(route),
-                            budget=budget,
+                            adapted=adapted,
                             envoys=max(connected, members or 0),
                             connected=connected,
                             fleet=members,
@@ -246,6 +247,6 @@ class Limiter:
         )
 
     @property
-    def rows(self) -> tuple[BudgetRow, ...]:
-        """What the last ``budgets`` set, one row per group, route and class."""
+    def rows(self) -> tuple[RateRow, ...]:
+        """What the last ``buckets`` set, one row per group, route and class."""
         return self._rows

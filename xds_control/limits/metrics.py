@@ -1,5 +1,5 @@
-"""Prometheus metrics of the rate-limit budgets (docs/limits.md): the numbers ``/v1/limits``
-shows, as series, and a counter of every change the adaptive rule made.
+"""Prometheus metrics of the priority classes' admission rates (docs/limits.md): the numbers
+``/v1/limits`` shows, as series, and a counter of every change the adaptive rule made.
 
 The gauges are set at each scrape from the limiter's last rows (``admin.exporter``), so a
 route that lost its limits loses its series; the counter counts as the rule decides.
@@ -21,24 +21,24 @@ __all__ = [
     "count_adjustment",
 ]
 
-_BUDGET = ["group", "listener", "route", "class", "unit"]
+_CLASS_ON_ROUTE = ["group", "listener", "route", "class", "unit"]
 
 LIMIT_FILL_RATE = Gauge(
     "xds_control_limit_fill_rate",
     "Fleet-wide fill rate per second of a class's budget on a route, in the node group "
     "(unit: requests or tokens); set at each scrape.",
-    _BUDGET,
+    _CLASS_ON_ROUTE,
 )
 LIMIT_ENVOY_FILL_RATE = Gauge(
     "xds_control_limit_envoy_fill_rate",
     "Fill rate per second each Envoy's bucket really runs (its share of the fleet rate, in "
     "integer tokens per interval); set at each scrape.",
-    _BUDGET,
+    _CLASS_ON_ROUTE,
 )
 LIMIT_BUCKET_TOKENS = Gauge(
     "xds_control_limit_bucket_tokens",
     "Size of each Envoy's bucket (burst_s of fill); set at each scrape.",
-    _BUDGET,
+    _CLASS_ON_ROUTE,
 )
 LIMIT_ENVOYS = Gauge(
     "xds_control_limit_envoys",

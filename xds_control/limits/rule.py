@@ -1,4 +1,4 @@
-"""Admission budgets that follow the measured P99: the pure rule, one cycle at a time.
+"""Admission rates that follow the measured P99: the pure rule, one cycle at a time.
 
 Each route has a fill rate per priority class, at most the configured one (its ceiling). The
 route's *pressure* is its pools' worst P99 over its target (time to first token, and time per
@@ -7,10 +7,10 @@ lowers one class per cycle, Medium first, High once Medium is at its floor, Crit
 ``gain`` times the excess (at most ``max_step``). While pressure is under ``RAISE_BELOW`` it
 gives back ``raise_step`` of the ceiling to one class per cycle, Critical first. Between the
 two, and without a reading (an idle pool has no P99), the rates hold. They hold too for
-``period_s`` after each change (``next_budget``): Envoy refills a bucket on every change.
+``period_s`` after each change (``next_rates``): Envoy refills a bucket on every change.
 
 No clock, no IO, no globals: ``now`` is a parameter, and the state a route's next cycle needs
-(its rates and when they last changed) travels in the returned ``RouteBudget``.
+(its rates and when they last changed) travels in the returned ``RouteRates``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from xds_control.config import AdaptPolicy, PriorityClass
 from xds_control.config.limits import SHED_ORDER
 
-__all__ = ["RAISE_BELOW", "Latency", "RouteBudget", "adapt_rates", "next_budget", "pressure"]
+__all__ = ["RAISE_BELOW", "Latency", "RouteRates", "adapt_rates", "next_rates", "pressure"]
 
 RAISE_BELOW = 0.9
 """Pressure under which rates are raised: a band below target in which they hold, so a P99
@@ -52,7 +52,7 @@ def pressure(policy: AdaptPolicy, latencies: Mapping[str, Latency]) -> float | N
 
 
 @dataclass(frozen=True, slots=True)
-class RouteBudget:
+class RouteRates:
     """One route's rates after a cycle, and why."""
 
     rates: Mapping[PriorityClass, float]
@@ -61,7 +61,7 @@ class RouteBudget:
     action: str
     """``lowered <class>``, ``raised <class>``, ``held: ...``: what this cycle did."""
     changed_at: float = -math.inf
-    """When ``rates`` last changed, on the clock ``next_budget`` is given."""
+    """When ``rates`` last changed, on the clock ``next_rates`` is given."""
 
 
 def _lower(
@@ -104,7 +104,7 @@ def adapt_rates(
     ceilings: Mapping[PriorityClass, float],
     previous: Mapping[PriorityClass, float],
     pressure: float | None,
-) -> RouteBudget:
+) -> RouteRates:
     """The next rates from ``previous`` (a class without one starts at its ceiling), given
     the route's ``pressure``. Every rate stays within [``floor`` x ceiling, ceiling]."""
     rates = {
@@ -122,17 +122,17 @@ def adapt_rates(
         action = _raise(rates, ceilings, policy=policy)
     else:
         action = "held: P99 near target"
-    return RouteBudget(rates=rates, pressure=pressure, action=action)
+    return RouteRates(rates=rates, pressure=pressure, action=action)
 
 
-def next_budget(
+def next_rates(
     *,
     policy: AdaptPolicy,
     ceilings: Mapping[PriorityClass, float],
-    previous: RouteBudget | None,
+    previous: RouteRates | None,
     pressure: float | None,
     now: float,
-) -> RouteBudget:
+) -> RouteRates:
     """One cycle of the rule for one route at ``now``: ``previous``'s rates held while they
     changed less than ``policy.period_s`` ago (each change lets one full bucket through in
     every Envoy), else ``adapt_rates``. ``previous`` is ``None`` for a route not limited in the
@@ -144,12 +144,12 @@ def next_budget(
         and now - previous.changed_at < policy.period_s
     ):
         return replace(previous, pressure=pressure, action="held: changed recently")
-    budget = adapt_rates(
+    adapted = adapt_rates(
         policy=policy,
         ceilings=ceilings,
         previous=previous.rates if previous is not None else {},
         pressure=pressure,
     )
-    if previous is not None and budget.rates == previous.rates:
-        return replace(budget, changed_at=previous.changed_at)
-    return replace(budget, changed_at=now)
+    if previous is not None and adapted.rates == previous.rates:
+        return replace(adapted, changed_at=previous.changed_at)
+    return replace(adapted, changed_at=now)

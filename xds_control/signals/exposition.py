@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -20,6 +21,7 @@ from xds_control.signals.sample import Signal
 __all__ = ["Snapshot", "derive", "parse_exposition"]
 
 _Series = list[tuple[Mapping[str, str], float]]
+_K = TypeVar("_K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,93 +56,182 @@ def _peak(series: _Series, **match: str) -> float | None:
 def parse_exposition(text: str, *, engine: Engine) -> Snapshot:
     """Parse exposition ``text`` from an ``engine`` server; ``ValueError`` if it is not
     exposition format."""
-    by_name: defaultdict[str, _Series] = defaultdict(list)
-    try:
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                by_name[s.name].append((s.labels, float(s.value)))
-    except Exception as exc:  # the parser raises bare ValueError/IndexError/KeyError on junk
-        raise ValueError(f"not Prometheus exposition text: {exc}") from exc
+    families = _Families.parse(text)
+    prefix = _OPENAI_STYLE.get(engine)
+    read = _triton(families) if prefix is None else _openai_style(families, prefix=prefix)
+    return Snapshot(
+        gauges=_present({**read.gauges, **_host(families)}),
+        counters=_present(read.counters),
+        ttft_buckets=_buckets(families.named(f"{read.ttft}_bucket")),
+        ttft_seconds_per_unit=read.ttft_seconds_per_unit,
+    )
 
-    def g(name: str, default: _Series) -> _Series:
-        # prometheus_client's parser renames a counter sample without the `_total` suffix
-        # (Triton's `nv_inference_request_success`) to `..._total`; accept both.
-        found = by_name.get(name)
-        if found is None:
-            found = by_name.get(f"{name}_total", default)
-        return found
 
-    gauges: dict[Signal, float] = {}
-    counters: dict[str, float] = {}
+class _Families:
+    """A text's samples by metric name."""
 
-    def put(signal: Signal, value: float | None) -> None:
-        if value is not None:
-            gauges[signal] = value
+    __slots__ = ("_by_name",)
 
-    def count(key: str, value: float | None) -> None:
-        if value is not None:
-            counters[key] = value
+    def __init__(self, by_name: dict[str, _Series]) -> None:
+        self._by_name = by_name
 
-    empty: _Series = []
-    if engine in (Engine.VLLM, Engine.SGLANG):
-        p = "vllm:" if engine is Engine.VLLM else "sglang:"
-        if engine is Engine.VLLM:
-            put(Signal.RUNNING, _total(g("vllm:num_requests_running", empty)))
-            put(Signal.WAITING, _total(g("vllm:num_requests_waiting", empty)))
-            kv_usage = _peak(g("vllm:kv_cache_usage_perc", empty))
-            if kv_usage is None:  # vLLM V0's name
-                kv_usage = _peak(g("vllm:gpu_cache_usage_perc", empty))
-            put(Signal.KV_USAGE, kv_usage)
-            count("prefix_hits", _total(g("vllm:prefix_cache_hits_total", empty)))
-            count("prefix_queries", _total(g("vllm:prefix_cache_queries_total", empty)))
-        else:
-            put(Signal.RUNNING, _total(g("sglang:num_running_reqs", empty)))
-            put(Signal.WAITING, _total(g("sglang:num_queue_reqs", empty)))
-            put(Signal.KV_USAGE, _peak(g("sglang:token_usage", empty)))
-            put(Signal.PREFIX_HIT_RATIO, _peak(g("sglang:cache_hit_rate", empty)))
-        for itl in (f"{p}inter_token_latency_seconds", f"{p}time_per_output_token_seconds"):
-            if f"{itl}_count" in by_name:
-                count("step_sum", _total(by_name[f"{itl}_sum"]))
-                count("step_count", _total(by_name[f"{itl}_count"]))
-                break
-        ttft, unit = f"{p}time_to_first_token_seconds", 1.0
-        count("tokens", _total(g(f"{p}generation_tokens_total", empty)))
-        count("prompt_tokens", _total(g(f"{p}prompt_tokens_total", empty)))
-    else:
-        trt = g("nv_trt_llm_request_metrics", empty)
-        put(Signal.RUNNING, _total(trt, request_type="scheduled"))
-        waiting = _total(trt, request_type="waiting")
-        if waiting is None:
-            waiting = _total(g("nv_inference_pending_request_count", empty))
-        put(Signal.WAITING, waiting)
-        put(Signal.BATCH_SLOTS, _peak(trt, request_type="max"))
-        kv = g("nv_trt_llm_kv_cache_block_metrics", empty)
-        put(Signal.KV_USAGE, _peak(kv, kv_cache_block_type="fraction"))
-        used = _total(g("nv_gpu_memory_used_bytes", empty))
-        total = _total(g("nv_gpu_memory_total_bytes", empty))
-        if used is not None and total:
-            gauges[Signal.GPU_MEMORY_USED] = used / total
+    @classmethod
+    def parse(cls, text: str) -> _Families:
+        by_name: defaultdict[str, _Series] = defaultdict(list)
+        try:
+            for family in text_string_to_metric_families(text):
+                for s in family.samples:
+                    by_name[s.name].append((s.labels, float(s.value)))
+        except Exception as exc:  # the parser raises bare ValueError/IndexError/KeyError on junk
+            raise ValueError(f"not Prometheus exposition text: {exc}") from exc
+        return cls(dict(by_name))
+
+    def has(self, name: str) -> bool:
+        return name in self._by_name
+
+    def exactly(self, name: str) -> _Series:
+        """The samples of ``name`` as written (none: empty)."""
+        return self._by_name.get(name, [])
+
+    def named(self, name: str) -> _Series:
+        """The samples of ``name``, else of ``name_total``: prometheus_client's parser renames
+        a counter sample without the ``_total`` suffix (Triton's
+        ``nv_inference_request_success``) to ``..._total``, so either is accepted."""
+        found = self._by_name.get(name)
+        return found if found is not None else self.exactly(f"{name}_total")
+
+    def total(self, name: str, **match: str) -> float | None:
+        return _total(self.named(name), **match)
+
+    def peak(self, name: str, **match: str) -> float | None:
+        return _peak(self.named(name), **match)
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What one engine's metric names gave; ``None`` where its metric was absent."""
+
+    gauges: dict[Signal, float | None]
+    counters: dict[str, float | None]
+    ttft: str
+    """The name of its TTFT histogram."""
+    ttft_seconds_per_unit: float
+
+
+_OPENAI_STYLE = {Engine.VLLM: "vllm:", Engine.SGLANG: "sglang:"}
+"""The engines read in vLLM's style of names, by their prefix; every other in Triton's."""
+
+
+def _openai_style(families: _Families, *, prefix: str) -> _Read:
+    gauges, counters = _vllm(families) if prefix == "vllm:" else _sglang(families)
+    return _Read(
+        gauges=gauges,
+        counters={
+            **counters,
+            **_decode_steps(families, prefix=prefix),
+            "tokens": families.total(f"{prefix}generation_tokens_total"),
+            "prompt_tokens": families.total(f"{prefix}prompt_tokens_total"),
+        },
+        ttft=f"{prefix}time_to_first_token_seconds",
+        ttft_seconds_per_unit=1.0,
+    )
+
+
+def _vllm(families: _Families) -> tuple[dict[Signal, float | None], dict[str, float | None]]:
+    kv_usage = families.peak("vllm:kv_cache_usage_perc")
+    if kv_usage is None:  # vLLM V0's name
+        kv_usage = families.peak("vllm:gpu_cache_usage_perc")
+    gauges = {
+        Signal.RUNNING: families.total("vllm:num_requests_running"),
+        Signal.WAITING: families.total("vllm:num_requests_waiting"),
+        Signal.KV_USAGE: kv_usage,
+    }
+    counters = {
+        "prefix_hits": families.total("vllm:prefix_cache_hits_total"),
+        "prefix_queries": families.total("vllm:prefix_cache_queries_total"),
+    }
+    return gauges, counters
+
+
+def _sglang(families: _Families) -> tuple[dict[Signal, float | None], dict[str, float | None]]:
+    gauges = {
+        Signal.RUNNING: families.total("sglang:num_running_reqs"),
+        Signal.WAITING: families.total("sglang:num_queue_reqs"),
+        Signal.KV_USAGE: families.peak("sglang:token_usage"),
+        Signal.PREFIX_HIT_RATIO: families.peak("sglang:cache_hit_rate"),
+    }
+    return gauges, {}
+
+
+def _decode_steps(families: _Families, *, prefix: str) -> dict[str, float | None]:
+    """The decode steps' time and count from the first histogram of the two names."""
+    for itl in (f"{prefix}inter_token_latency_seconds", f"{prefix}time_per_output_token_seconds"):
+        if families.has(f"{itl}_count"):
+            return {
+                "step_sum": _total(families.exactly(f"{itl}_sum")),
+                "step_count": _total(families.exactly(f"{itl}_count")),
+            }
+    return {}
+
+
+def _triton(families: _Families) -> _Read:
+    trt = families.named("nv_trt_llm_request_metrics")
+    waiting = _total(trt, request_type="waiting")
+    if waiting is None:
+        waiting = families.total("nv_inference_pending_request_count")
+    used = families.total("nv_gpu_memory_used_bytes")
+    total = families.total("nv_gpu_memory_total_bytes")
+    gauges = {
+        Signal.RUNNING: _total(trt, request_type="scheduled"),
+        Signal.WAITING: waiting,
+        Signal.BATCH_SLOTS: _peak(trt, request_type="max"),
+        Signal.KV_USAGE: families.peak(
+            "nv_trt_llm_kv_cache_block_metrics", kv_cache_block_type="fraction"
+        ),
+        Signal.GPU_MEMORY_USED: used / total if used is not None and total else None,
+    }
+    counters = {
         # Microseconds of compute per execution, a whole request (see templates.py).
-        count("exec_sum", _scaled(_total(g("nv_inference_compute_infer_duration_us", empty))))
-        count("exec_count", _total(g("nv_inference_exec_count", empty)))
-        count("failures", _total(g("nv_inference_request_failure", empty)))
-        count("successes", _total(g("nv_inference_request_success", empty)))
-        count("tokens", _total(g("nv_inference_count", empty)))
-        ttft, unit = "nv_inference_first_response_histogram_ms", 1e-3
-    fb_used = _total(g("DCGM_FI_DEV_FB_USED", empty))
-    fb_free = _total(g("DCGM_FI_DEV_FB_FREE", empty))
+        "exec_sum": _scaled(families.total("nv_inference_compute_infer_duration_us")),
+        "exec_count": families.total("nv_inference_exec_count"),
+        "failures": families.total("nv_inference_request_failure"),
+        "successes": families.total("nv_inference_request_success"),
+        "tokens": families.total("nv_inference_count"),
+    }
+    return _Read(
+        gauges=gauges,
+        counters=counters,
+        ttft="nv_inference_first_response_histogram_ms",
+        ttft_seconds_per_unit=1e-3,
+    )
+
+
+def _host(families: _Families) -> dict[Signal, float | None]:
+    """What any server's text may carry beside its engine's: DCGM's frame buffer (which wins
+    over the engine's own memory reading) and the process's start."""
+    host: dict[Signal, float | None] = {}
+    fb_used = families.total("DCGM_FI_DEV_FB_USED")
+    fb_free = families.total("DCGM_FI_DEV_FB_FREE")
     if fb_used is not None and fb_free is not None and fb_used + fb_free > 0:
-        gauges[Signal.GPU_MEMORY_USED] = fb_used / (fb_used + fb_free)
-    put(Signal.STARTED_AT, _peak(g("process_start_time_seconds", empty)))
+        host[Signal.GPU_MEMORY_USED] = fb_used / (fb_used + fb_free)
+    host[Signal.STARTED_AT] = families.peak("process_start_time_seconds")
+    return host
+
+
+def _buckets(series: _Series) -> dict[float, float]:
+    """A histogram's samples summed per bound (``le``); a sample without a number there is
+    left out."""
     buckets: defaultdict[float, float] = defaultdict(float)
-    for labels, value in g(f"{ttft}_bucket", empty):
+    for labels, value in series:
         try:
             buckets[float(labels["le"])] += value
         except (KeyError, ValueError):
             continue
-    return Snapshot(
-        gauges=gauges, counters=counters, ttft_buckets=dict(buckets), ttft_seconds_per_unit=unit
-    )
+    return dict(buckets)
+
+
+def _present(values: Mapping[_K, float | None]) -> dict[_K, float]:
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def _scaled(value: float | None) -> float | None:
@@ -168,14 +259,10 @@ def _fraction_under(buckets: Mapping[float, float], target: float) -> float | No
 def derive(*, old: Snapshot, new: Snapshot, ttft_slo_s: float) -> dict[Signal, float] | None:
     """Rate-based signals from two snapshots of one server; ``None`` when a counter went
     backwards (the server restarted: the caller treats that as a restart)."""
-    delta: dict[str, float] = {}
-    for key, value in new.counters.items():
-        before = old.counters.get(key)
-        if before is None:
-            continue
-        if value < before:
-            return None
-        delta[key] = value - before
+    delta = _increments(old=old.counters, new=new.counters)
+    increments = _increments(old=old.ttft_buckets, new=new.ttft_buckets)
+    if delta is None or increments is None:
+        return None
     out: dict[Signal, float] = {}
     if delta.get("step_count"):
         out[Signal.DECODE_STEP_S] = delta.get("step_sum", math.nan) / delta["step_count"]
@@ -192,15 +279,21 @@ def derive(*, old: Snapshot, new: Snapshot, ttft_slo_s: float) -> dict[Signal, f
     finished = delta.get("failures", 0.0) + delta.get("successes", 0.0)
     if finished > 0 and "failures" in delta:
         out[Signal.ERROR_RATIO] = delta["failures"] / finished
-    increments: dict[float, float] = {}
-    for bound, value in new.ttft_buckets.items():
-        before = old.ttft_buckets.get(bound)
-        if before is None:
-            continue
-        if value < before:
-            return None
-        increments[bound] = value - before
     fraction = _fraction_under(increments, ttft_slo_s / new.ttft_seconds_per_unit)
     if fraction is not None:
         out[Signal.SLO_TTFT] = fraction
     return out
+
+
+def _increments(*, old: Mapping[_K, float], new: Mapping[_K, float]) -> dict[_K, float] | None:
+    """Each counter's rise from ``old`` to ``new`` (one missing in ``old``: left out);
+    ``None`` when one went backwards."""
+    rises: dict[_K, float] = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if before is None:
+            continue
+        if value < before:
+            return None
+        rises[key] = value - before
+    return rises

@@ -41,7 +41,7 @@ def test_rates_change_at_most_once_per_period_and_are_shared_by_the_envoys() -> 
     for second in range(12):
         now[0] = float(second)
         limiter.decide(config)
-        budgets = limiter.budgets(config, envoys={"default": 3})
+        budgets = limiter.buckets(config, envoys={"default": 3})
         rates.append(
             budgets.of_group("default").of_route("gateway", "all")[PriorityClass.MEDIUM].rate
         )
@@ -62,11 +62,11 @@ async def test_a_failed_p99_read_holds_the_rates_and_shows_why() -> None:
     limiter.observe({"chat": Latency(ttft_p99_s=2.0)})
     config = _config(period_s=0.0)
     limiter.decide(config)
-    lowered = limiter.budgets(config, envoys={}).of_group("default").of_route("gateway", "all")
+    lowered = limiter.buckets(config, envoys={}).of_group("default").of_route("gateway", "all")
     await limiter.cycle_once(config=config, endpoints={})
-    held = limiter.budgets(config, envoys={}).of_group("default").of_route("gateway", "all")
+    held = limiter.buckets(config, envoys={}).of_group("default").of_route("gateway", "all")
     assert held == lowered
-    assert limiter.rows[0].budget.action == "held: no P99 measured"
+    assert limiter.rows[0].adapted.action == "held: no P99 measured"
     assert limiter.source_error == "every P99 query failed: timeout (1m)"
 
 
@@ -98,7 +98,7 @@ async def test_without_prometheus_the_budgets_adapt_to_the_data_path() -> None:
         limiter.configure(client=client, config=config, data_path=path)
     endpoint = Endpoint(address="127.0.0.1:9000", host="127.0.0.1", port=9000, weight=1)
     await limiter.cycle_once(config=config, endpoints={"chat": (endpoint,)})
-    budgets = limiter.budgets(config, envoys={}).of_group("default").of_route("gateway", "all")
+    budgets = limiter.buckets(config, envoys={}).of_group("default").of_route("gateway", "all")
     assert budgets[PriorityClass.MEDIUM].rate < 30  # P99 at twice the target: lowered
     assert limiter.rows[0].latency["chat"].ttft_p99_s == 2.0
 
@@ -112,7 +112,7 @@ def test_the_gateway_fleets_size_divides_the_budget_on_every_replica() -> None:
 
     def medium(*, connected: int, fleet: int | None) -> float:
         sizes = {} if fleet is None else {"default": fleet}
-        budgets = limiter.budgets(config, envoys={"default": connected}, fleet=sizes)
+        budgets = limiter.buckets(config, envoys={"default": connected}, fleet=sizes)
         bucket = budgets.of_group("default").of_route("gateway", "all")[PriorityClass.MEDIUM]
         return round(bucket.rate, 2)
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from xds_control.config import AdaptPolicy, PriorityClass
-from xds_control.limits import Latency, RouteBudget, adapt_rates, next_budget, pressure
+from xds_control.limits import Latency, RouteRates, adapt_rates, next_rates, pressure
 
 C, H, M = PriorityClass.CRITICAL, PriorityClass.HIGH, PriorityClass.MEDIUM
 CEILINGS = {C: 100.0, H: 100.0, M: 100.0}
@@ -70,8 +70,8 @@ def test_rates_stay_between_floor_and_ceiling(previous: float, p: float | None) 
 def test_rates_hold_for_a_period_after_each_change() -> None:
     policy = AdaptPolicy(period_s=5.0, gain=0.5, max_step=0.25)
 
-    def step(previous: RouteBudget | None, now: float) -> RouteBudget:
-        return next_budget(
+    def step(previous: RouteRates | None, now: float) -> RouteRates:
+        return next_rates(
             policy=policy, ceilings={M: 100.0}, previous=previous, pressure=2.0, now=now
         )
 
@@ -89,10 +89,10 @@ def test_rates_hold_for_a_period_after_each_change() -> None:
 
 def test_a_rule_that_changes_nothing_keeps_when_it_last_changed() -> None:
     policy = AdaptPolicy(period_s=5.0)
-    start = next_budget(policy=policy, ceilings={M: 100.0}, previous=None, pressure=0.5, now=0.0)
-    later = next_budget(policy=policy, ceilings={M: 100.0}, previous=start, pressure=0.5, now=9.0)
+    start = next_rates(policy=policy, ceilings={M: 100.0}, previous=None, pressure=0.5, now=0.0)
+    later = next_rates(policy=policy, ceilings={M: 100.0}, previous=start, pressure=0.5, now=9.0)
     assert (later.rates, later.changed_at) == (start.rates, 0.0)  # at the ceiling: no change
-    with_high = next_budget(
+    with_high = next_rates(
         policy=policy, ceilings={M: 100.0, H: 50.0}, previous=later, pressure=0.5, now=9.5
     )
     assert with_high.changed_at == 9.5  # a class added: afresh, not held
