@@ -7,7 +7,7 @@ ARG PYTHON_VERSION=3.12
 # extra: EndpointSlice discovery).
 FROM python:${PYTHON_VERSION}-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY xds_control ./xds_control
 RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[kubernetes]"
 

@@ -87,5 +87,9 @@ def test_every_policy_runs_and_reports_complete_sane_results(tmp_path: Path) -> 
             assert point["eds_pushes"] == 0, point["policy"]
     saved = json.loads((out / "smoke.json").read_text())
     assert len(saved["points"]) == len(DEFAULT_POLICIES)
+    # Beside the table, its figures; the raw series go under runs/, which git ignores.
+    assert not any("ttft_s" in point or "weights" in point for point in saved["points"])
+    whole = json.loads((out / "runs" / "smoke.json").read_text())
+    assert all("ttft_s" in point and "weights" in point for point in whole["points"])
     table = (out / "smoke.md").read_text()
     assert all(name in table for name in DEFAULT_POLICIES)

@@ -1,7 +1,7 @@
 """The load-balancing benchmark suite: scenarios, policies, runs and reports.
 
 It sits around the pipeline like ``harness``, ``sim`` and ``loadgen`` (the core never imports
-it). ``xds-control bench run --scenario FILE`` and ``python -m bench.lb_quality`` call
+it). ``xds-control bench run --scenario FILE`` and ``python -m xds_lab.bench.lb_quality`` call
 ``run_scenario_file``; ``docs/benchmarks.md`` explains what it measures.
 """
 

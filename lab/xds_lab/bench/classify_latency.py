@@ -8,7 +8,7 @@ rate.
 The arms alternate (plain, classified, classified, plain, ...) so drift on a shared machine
 falls on both. Latency is the client's, request sent to response read, over loopback; the
 difference between the arms is the filter's (buffering the body, the Lua parse, the second
-route match). Writes ``classify_latency.json|.md|.png`` under ``--out``.
+route match). Writes ``classify_latency.json|.md`` under ``--out``, its CDF plot under ``runs/``.
 """
 
 from __future__ import annotations

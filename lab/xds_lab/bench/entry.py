@@ -7,7 +7,8 @@
   start (its load average says whether other work shared the cores).
 - ``Run.finish``: the report tail. The title, the command, the benchmark's tables and the
   machine are printed; with ``--out DIR`` they are also written as ``DIR/NAME.md``, the flags,
-  the machine and the figures as ``DIR/NAME.json``, and the plot, if any, as ``DIR/NAME.png``.
+  the machine and the figures as ``DIR/NAME.json``, and the plot, if any, as
+  ``DIR/runs/NAME.png`` (``tables.runs_dir``: git ignores it).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xds_control.log import configure_logging
-from xds_lab.bench.tables import machine_info, write_report
+from xds_lab.bench.tables import machine_info, runs_dir, write_report
 from xds_lab.harness.envoy import find_envoy
 
 __all__ = ["DOCS_BENCH", "Run", "parser", "start"]
@@ -68,7 +69,7 @@ def parser(
             type=Path,
             default=out,
             metavar="DIR",
-            help=f"write {name}.md, {name}.json (and a plot) here; none: print only",
+            help=f"write {name}.md, {name}.json here (a plot under runs/); none: print only",
         )
     given = {
         "seconds": seconds,
@@ -106,7 +107,8 @@ class Run:
     ) -> None:
         """Print the report (``title``, the command and ``what`` it ran, ``body``, the
         machine); under ``--out`` also write it, the JSON ``summary`` beside the flags and the
-        machine, and ``plot(path)``; ``file`` names the files (default: the benchmark's)."""
+        machine, and ``plot(path)`` in the runs folder; ``file`` names the files (default: the
+        benchmark's)."""
         lines = [
             f"# {title}",
             "",
@@ -124,7 +126,7 @@ class Run:
         report = {"args": {k: str(v) for k, v in vars(self.args).items()}, "machine": self.machine}
         write_report(out=out, name=stem, lines=lines, summary={**report, **(summary or {})})
         if plot is not None:
-            plot(out / f"{stem}.png")
+            plot(runs_dir(out) / f"{stem}.png")
 
 
 def start(

@@ -11,8 +11,9 @@ By default (``make bench``) the headline point of each scenario (80%) runs 3 see
 ``--loads`` (only these levels: no 100% confirmation point) and ``--capacity`` (req/s, skips the
 ramp) narrow a run to the points a question needs, for every scenario named.
 
-Writes ``<scenario>.json|.md|*.png``, ``context_surface.*`` and ``summary.md|.json`` (aims,
-every table, the machine) under ``--out``. One scenario alone:
+Writes ``<scenario>.json|.md``, ``context_surface.json`` and ``summary.md|.json`` (aims, every
+table, the machine) under ``--out``, and the plots and each scenario's raw samples under
+``--out``'s ``runs/`` (git ignores it). One scenario alone:
 ``xds-control bench run --scenario FILE``.
 """
 
@@ -35,7 +36,7 @@ from xds_lab.bench.push_cell import measure_push_latency
 from xds_lab.bench.push_latency import results_table
 from xds_lab.bench.rigor import FULL, QUICK
 from xds_lab.bench.surface import run_surface, write_heatmaps
-from xds_lab.bench.tables import markdown_table
+from xds_lab.bench.tables import markdown_table, runs_dir
 
 __all__ = ["SCENARIOS", "main"]
 
@@ -52,7 +53,9 @@ def _surface(out: Path, *, quick: bool) -> str:
         )
     )
     (out / "context_surface.json").write_text(json.dumps(cells, indent=1))
-    write_heatmaps(cells, path=out / "context_surface.png", title="vllm-h100 alone, 128 output")
+    write_heatmaps(
+        cells, path=runs_dir(out) / "context_surface.png", title="vllm-h100 alone, 128 output"
+    )
     rows = [
         [
             c["prompt_tokens"],

@@ -21,13 +21,16 @@ server without a decode step of its own is timed by Envoy on the vLLM servers' s
 (docs/weights.md). ``pool_per_engine_data_path`` is the per-engine form with no static weights
 and the data path on; ``one_pool_native`` is its one-pool counterpart (the ``mixed-native``
 scenario: one pool, each server in its own dialect, the data path on). ``--seeds N`` runs each
-form N times (the scenario's seed, +1, ...), a row per run. Writes ``mixed_pools.json|.md``.
+form N times (the scenario's seed, +1, ...), a row per run. Writes ``mixed_pools.json|.md``
+(the table's figures, the route weights over time among them) and every point whole, with its
+raw series, as ``runs/mixed_pools.json``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import tempfile
 import time
 from collections import Counter
@@ -38,9 +41,10 @@ from typing import Any
 from xds_lab.bench import entry
 from xds_lab.bench.point import load_spec, run_point
 from xds_lab.bench.policies import POLICIES, Policy, control_plane_config
+from xds_lab.bench.runner import table_figures
 from xds_lab.bench.scenario import Scenario, load_scenario
 from xds_lab.bench.stack import BenchStack, bench_stack
-from xds_lab.bench.tables import markdown_table
+from xds_lab.bench.tables import markdown_table, runs_dir
 from xds_lab.loadgen import build_requests, run_load
 from xds_lab.sim.profiles import get_profile, read_as
 
@@ -249,8 +253,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         what=f"{args.load:.0%} of {args.capacity:g} req/s for {args.seconds:g} s per form, "
         f"{args.policy} in each pool.",
         body=[results_table(points)],
-        summary={"points": points},
+        summary=table_figures({"points": points}),
     )
+    if args.out is not None:
+        runs_dir(args.out).mkdir(parents=True, exist_ok=True)
+        whole = json.dumps({"points": points}, indent=1, default=str)
+        (runs_dir(args.out) / "mixed_pools.json").write_text(whole)
 
 
 if __name__ == "__main__":

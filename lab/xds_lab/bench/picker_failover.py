@@ -12,7 +12,8 @@ answer) and each failure's status, error, server and start time relative to the 
 prefix groups went to more than one server (MAGLEV on ``x-prefix-hash`` with the frozen last
 weights sends one group to one server); and every Envoy counter on the failure paths that moved
 (``ext_proc``, 5xx, resets, retries, connect failures). ``--envoy-debug`` turns Envoy's
-``ext_proc`` and ``router`` loggers to debug and keeps their lines around the kill.
+``ext_proc`` and ``router`` loggers to debug and keeps their lines around the kill: printed,
+and under ``--out`` written apart from the figures, as ``runs/failover-N-envoy.log``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from xds_lab.bench.point import load_spec
 from xds_lab.bench.policies import POLICIES
 from xds_lab.bench.scenario import load_scenario
 from xds_lab.bench.stack import BenchStack, bench_stack, use_policy
+from xds_lab.bench.tables import runs_dir
 from xds_lab.loadgen import build_requests, run_load
 from xds_lab.loadgen.client import Result
 from xds_lab.loadgen.workloads import RequestSpec
@@ -205,9 +207,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             )
         print(json.dumps(result, indent=1), flush=True)
+        debug: list[str] = result.pop("envoy_debug_lines")  # a trace, not a figure
         if args.out is not None:  # each run as it ends: a later run may not
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"failover-{index}.json").write_text(json.dumps(result, indent=1) + "\n")
+            if debug:
+                runs_dir(args.out).mkdir(parents=True, exist_ok=True)
+                log = runs_dir(args.out) / f"failover-{index}-envoy.log"
+                log.write_text("\n".join(debug) + "\n")
         lines.append(_summary(index, result))
         print(lines[-1], flush=True)
         results.append(result)

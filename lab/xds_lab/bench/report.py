@@ -1,4 +1,5 @@
-"""A scenario result as a Markdown table (``<name>.md``) and PNG plots (matplotlib).
+"""A scenario result as a Markdown table (``<name>.md``) and PNG plots (matplotlib, in the
+runs folder git ignores: ``tables.runs_dir``).
 
 Rows are ``aggregate.aggregate_points`` rows: one per (policy, load), the median over the
 seeds that are results, min-max in brackets where several seeds ran, and how many requests the
@@ -15,6 +16,7 @@ from typing import Any
 from xds_lab.bench.aggregate import aggregate_points, rests_on
 from xds_lab.bench.capacity_judge import capacity_verdict
 from xds_lab.bench.lag import LAG_P99_LIMIT_S
+from xds_lab.bench.tables import runs_dir
 
 __all__ = ["points_table", "write_report"]
 
@@ -209,7 +211,8 @@ def _notes(result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list
 
 
 def write_report(result: dict[str, Any], *, out_dir: Path, plots: bool = True) -> list[Path]:
-    """``<name>.md`` (capacity, its check, the table) and, with ``plots``, the PNGs."""
+    """``<name>.md`` (capacity, its check, the table) and, with ``plots``, the PNGs under
+    ``runs_dir(out_dir)``."""
     name = result["scenario"]["name"]
     rows = aggregate_points(result["points"])
     shown = {**result, "points": [r for r in rows if r["seeds"] > 0]}
@@ -224,14 +227,16 @@ def write_report(result: dict[str, Any], *, out_dir: Path, plots: bool = True) -
         "",
     ]
     written = [out_dir / f"{name}.md"]
+    runs = runs_dir(out_dir)
     if plots and shown["points"]:
+        runs.mkdir(parents=True, exist_ok=True)
         if len({p["load"] for p in shown["points"]}) > 1:
-            _latency_vs_load(shown, out_dir / f"{name}-load.png")
-            written.append(out_dir / f"{name}-load.png")
-        _cdf(shown, out_dir / f"{name}-ttft-cdf.png")
-        written.append(out_dir / f"{name}-ttft-cdf.png")
+            _latency_vs_load(shown, runs / f"{name}-load.png")
+            written.append(runs / f"{name}-load.png")
+        _cdf(shown, runs / f"{name}-ttft-cdf.png")
+        written.append(runs / f"{name}-ttft-cdf.png")
         if result["scenario"]["events"]:
-            _weights(shown, out_dir / f"{name}-weights.png")
-            written.append(out_dir / f"{name}-weights.png")
+            _weights(shown, runs / f"{name}-weights.png")
+            written.append(runs / f"{name}-weights.png")
     (out_dir / f"{name}.md").write_text("\n".join(lines))
     return written

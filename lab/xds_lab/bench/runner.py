@@ -19,11 +19,22 @@ from xds_lab.bench.policies import POLICIES, Policy
 from xds_lab.bench.rigor import FULL, QUICK, Rigor, headline_load
 from xds_lab.bench.scenario import Scenario, load_scenario
 from xds_lab.bench.stack import BenchStack, bench_stack, use_policy
+from xds_lab.bench.tables import runs_dir
 from xds_lab.loadgen import build_requests, run_load
 
-__all__ = ["quick_variant", "run_scenario", "run_scenario_file"]
+__all__ = ["quick_variant", "run_scenario", "run_scenario_file", "table_figures"]
 
 _log = structlog.get_logger(__name__)
+
+_SERIES = ("ttft_s", "weights")
+"""A point's raw series: every request's TTFT and Envoy's weights over the run, read by the
+plots only; the table is built from the point's other figures."""
+
+
+def table_figures(result: Mapping[str, Any]) -> dict[str, Any]:
+    """``result`` without its points' raw series: the JSON the scenario's table is built from."""
+    points = [{k: v for k, v in p.items() if k not in _SERIES} for p in result["points"]]
+    return {**result, "points": points}
 
 
 def quick_variant(scenario: Scenario) -> Scenario:
@@ -183,8 +194,9 @@ def run_scenario_file(
     workdir: Path | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the scenario in ``path``; write ``<name>.json``, ``<name>.md`` and plots to
-    ``out_dir``; return the result. ``rigor`` defaults to ``QUICK`` with ``quick`` (which also
+    """Run the scenario in ``path``; write ``<name>.json`` (the table's figures) and
+    ``<name>.md`` to ``out_dir``, the whole result and the plots under ``runs_dir(out_dir)``;
+    return the result. ``rigor`` defaults to ``QUICK`` with ``quick`` (which also
     halves the durations), else ``FULL``. ``overrides`` replace scenario fields (policies,
     loads, capacity_rps: a partial run from the command line), validated as the file is."""
     rigor = rigor or (QUICK if quick else FULL)
@@ -199,7 +211,8 @@ def run_scenario_file(
         result = asyncio.run(
             run_scenario(scenario, workdir=workdir or Path(tmp), source=str(path), rigor=rigor)
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{scenario.name}.json").write_text(json.dumps(result, indent=1))
+    runs_dir(out_dir).mkdir(parents=True, exist_ok=True)
+    (runs_dir(out_dir) / f"{scenario.name}.json").write_text(json.dumps(result, indent=1))
+    (out_dir / f"{scenario.name}.json").write_text(json.dumps(table_figures(result), indent=1))
     write_report(result, out_dir=out_dir, plots=plots)
     return result

@@ -1,5 +1,6 @@
 """What every benchmark prints: a Markdown table, a latency CDF, the machine it ran on, and the
-report files it leaves under ``--out``."""
+report files it leaves under ``--out``: the table and the JSON it is built from beside each
+other, and what one run leaves besides (plots, traces, raw samples) in ``runs_dir(out)``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["machine_info", "markdown_table", "write_cdf", "write_report"]
+__all__ = ["RUNS", "machine_info", "markdown_table", "runs_dir", "write_cdf", "write_report"]
+
+RUNS = "runs"
+"""The folder under ``--out`` for what one run leaves beside its table: plots, traces, the raw
+samples. ``.gitignore`` ignores it, so a rerun into docs/bench commits tables and the small
+JSON they are built from, never a run's artefacts (they once made 22 MB of the repository)."""
+
+
+def runs_dir(out: Path) -> Path:
+    """Where a run writing its report under ``out`` puts its plots, traces and raw samples."""
+    return out / RUNS
 
 
 def _numeric(cell: object) -> bool:

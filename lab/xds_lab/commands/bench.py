@@ -130,9 +130,12 @@ def _row(result: Result) -> dict[str, Any]:
 def run(
     ctx: typer.Context,
     scenario: Annotated[Path, typer.Option(help="Scenario YAML (bench/scenarios/*.yaml or any).")],
-    out: Annotated[Path, typer.Option(help="Folder for <name>.json, <name>.md and plots.")] = (
-        Path("docs/bench")
-    ),
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Folder for <name>.json and <name>.md; plots and raw samples go to its runs/."
+        ),
+    ] = Path("docs/bench"),
     quick: Annotated[
         bool,
         typer.Option(

@@ -57,4 +57,4 @@ def test_with_out_the_report_its_figures_and_its_plot_are_written(
     assert saved["x"] == 1
     assert saved["args"]["runs"] == "3"
     assert saved["machine"]["envoy"] == "n/a"
-    assert plotted == [out / "demo_bench.png"]
+    assert plotted == [out / "runs" / "demo_bench.png"]  # a run's plot: under runs/, git ignores it
