@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import structlog
 
 from xds_control.flow.saturation import saturated
+from xds_control.picker.cached_blocks import CachedBlocks, CachedPrefix
 from xds_control.picker.fleet import Fleet
-from xds_control.picker.held import HeldBlocks, HeldPrefix
 from xds_control.picker.index import PrefixIndex
 from xds_control.picker.ledger import Ledger
 from xds_control.picker.metrics import PICKS, SERVED
@@ -68,22 +68,22 @@ class Picker:
         *,
         fleet: Fleet,
         clock: Callable[[], float] = time.time,
-        held: HeldBlocks | None = None,
+        cached_blocks: CachedBlocks | None = None,
         tokenizers: Callable[[str], Tokenize | None] | None = None,
         stale: Callable[[str, str], bool] | None = None,
         delivered: Callable[[str], frozenset[str] | None] | None = None,
     ) -> None:
-        """``held`` is the index from the servers' KV events; it decides for the servers that
-        publish them once ``tokenizers(pool)`` gives the pool's ``Tokenize`` (a request body ->
-        its prompt's token ids, as the engine's tokenizer gives them), which also counts
-        prompt tokens exactly. Without both, routing history decides, and so it does for a
-        server whose events ``stale(pool, address)`` says have stopped.
+        """``cached_blocks`` is the index from the servers' KV events; it decides for the
+        servers that publish them once ``tokenizers(pool)`` gives the pool's ``Tokenize`` (a
+        request body -> its prompt's token ids, as the engine's tokenizer gives them), which
+        also counts prompt tokens exactly. Without both, routing history decides, and so it
+        does for a server whose events ``stale(pool, address)`` says have stopped.
         ``delivered(pool)`` gives the servers every Envoy has taken (its ACKed EDS; ``None``:
         none asks): flow control dispatches only to those."""
         self.fleet = fleet
         self._delivered = delivered
         self.clock = clock
-        self.held = held
+        self.cached_blocks = cached_blocks
         self._tokenizers = tokenizers
         self._stale = stale
         self._pools: dict[str, _Pool] = {}
@@ -142,9 +142,9 @@ class Picker:
         match = None
         if settings is not None and len(body) <= settings.max_body_bytes:
             tokenize = self._tokenizers(pool) if self._tokenizers is not None else None
-            size = self.held.block_size if self.held is not None else None
-            if tokenize is not None and self.held is not None and size is not None:
-                match = self.held.prefix(block_size=size)
+            size = self.cached_blocks.block_size if self.cached_blocks is not None else None
+            if tokenize is not None and self.cached_blocks is not None and size is not None:
+                match = self.cached_blocks.prefix(block_size=size)
             prompt = read_prompt(
                 body,
                 prefix_bytes=settings.prefix_bytes,
@@ -187,7 +187,7 @@ class Picker:
         return chosen
 
     def _cached(
-        self, state: _Pool, *, pool: str, prompt: Prompt, match: HeldPrefix | None = None
+        self, state: _Pool, *, pool: str, prompt: Prompt, match: CachedPrefix | None = None
     ) -> dict[str, float]:
         """Address -> prompt tokens the server holds: from its KV events when it publishes
         them and the prompt's tokens are known, else from where the picker sent prompts; none
@@ -198,17 +198,17 @@ class Picker:
             for address, blocks in state.index.matched(prompt.blocks).items()
             if address not in uncached
         }
-        held = self.held
+        kv = self.cached_blocks
         ids = prompt.token_ids
-        if held is None or held.block_size is None or ids is None:
+        if kv is None or kv.block_size is None or ids is None:
             return cached
         if match is None:
-            match = held.prefix(block_size=held.block_size)
+            match = kv.prefix(block_size=kv.block_size)
         size = match.block_size
         stale = self._stale
 
         def by_events(address: str) -> bool:
-            return held.publishes(address) and not (stale is not None and stale(pool, address))
+            return kv.publishes(address) and not (stale is not None and stale(pool, address))
 
         match.read(ids)  # the ids after the tokenizer's last question
         from_events = match.matched()
