@@ -115,12 +115,7 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
                 ),
                 delivered=registry.endpoints_everywhere,
             )
-            flow = FlowController(
-                settings=lambda pool: s.flow if (s := fleet.picker(pool)) else None,
-                saturated=picks.saturated,
-                ready=picks.ready,
-                replicas=lambda: loop.state.control_planes or 1,
-            )
+            flow = FlowController(pools=picks, replicas=lambda: loop.state.control_planes or 1)
         admin = AdminServer(
             address=admin_address,
             state=loop.state,
