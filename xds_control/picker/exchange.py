@@ -83,18 +83,8 @@ class Exchange:
             self.duplex, self.duplex_response = messages.body_modes(message)
         if message.HasField("metadata_context") and self.subset is None:
             self.subset = messages.subset(message)
-        handler = self._phases().get(message.WhichOneof("request") or "")
-        return [messages.passed(message)] if handler is None else handler(message)
-
-    def _phases(self) -> dict[str, Callable[[ext.ProcessingRequest], Answers]]:
-        return {
-            "request_headers": self._request_headers,
-            "request_body": self._request_body,
-            "request_trailers": self._request_trailers,
-            "response_headers": self._response_headers,
-            "response_body": self._response_body,
-            "response_trailers": self._response_trailers,
-        }
+        phase = _PHASES.get(message.WhichOneof("request") or "")
+        return [messages.passed(message)] if phase is None else phase(self, message)
 
     def _request_headers(self, message: ext.ProcessingRequest) -> Answers:
         if self.flow is not None:  # flow control reads the tenant and the band from them
@@ -218,3 +208,14 @@ class Exchange:
         if self.flow is not None:
             charge, self._charge = self._charge, None
             self.flow.end(charge, tokens=None if self._usage is None else self._usage.tokens)
+
+
+_PHASES: dict[str, Callable[[Exchange, ext.ProcessingRequest], Answers]] = {
+    "request_headers": Exchange._request_headers,
+    "request_body": Exchange._request_body,
+    "request_trailers": Exchange._request_trailers,
+    "response_headers": Exchange._response_headers,
+    "response_body": Exchange._response_body,
+    "response_trailers": Exchange._response_trailers,
+}
+"""The handler of each phase, by the message's kind (others are passed unchanged)."""
