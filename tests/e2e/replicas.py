@@ -25,7 +25,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ext
 
 from component.discovery.fake_kube_api import FakeKubeApi, endpoint, endpoint_slice
 from e2e.stack import eventually
-from xds_control.picker.service import PROCESS_METHOD
+from xds_control.picker.server import PROCESS_METHOD
 from xds_lab.harness.control_plane import ControlPlaneProcess
 from xds_lab.harness.envoy import EnvoyProcess
 from xds_lab.harness.fleet import local_fleet

@@ -42,7 +42,7 @@ from xds_control.engine import Factors, WeightDecision
 from xds_control.errors import SignalError
 from xds_control.limits import Buckets, Latency, Limiter
 from xds_control.picker import Fleet, Picker
-from xds_control.picker.held import HeldBlocks
+from xds_control.picker.cached_blocks import CachedBlocks
 from xds_control.picker.prefix import TokenIds, Wanted
 from xds_control.signals import (
     DataPath,
@@ -227,7 +227,7 @@ def _budgets(config: Config, *, p99: float) -> Buckets:
     for step in range(3):
         limiter.observe({"chat": Latency(ttft_p99_s=p99 + step, tpot_p99_s=0.05)})
         limiter.decide(config)
-    return limiter.budgets(config, envoys={"default": 2, "edge": 3, "team": 1})
+    return limiter.buckets(config, envoys={"default": 2, "edge": 3, "team": 1})
 
 
 def _digest(snapshots: Mapping[str, Snapshot]) -> dict[str, Any]:
@@ -323,13 +323,13 @@ def picks_run() -> list[dict[str, Any]]:
     endpoints = {p.name: to_endpoints(p.endpoints) for p in config.pools}
     now, step = [inputs.T0], [0]
     decisions = [_decisions(late=False, at=inputs.T0)]
-    held = HeldBlocks()
+    cached = CachedBlocks()
     picker = Picker(
         fleet=Fleet(
             config=lambda: config, endpoints=lambda: endpoints, decisions=lambda: decisions[0]
         ),
         clock=lambda: now[0],
-        held=held,
+        cached_blocks=cached,
         tokenizers=lambda pool: _tokenize,
         stale=lambda pool, address: address == inputs.STALE and step[0] >= inputs.STALE_FROM,
     )
@@ -341,7 +341,7 @@ def picks_run() -> list[dict[str, Any]]:
         step[0], now[0] = i, inputs.T0 + i * 0.25
         if i % 20 == 0:  # the engine's next cycle: fresh readings
             decisions[0] = _decisions(late=i >= inputs.REWEIGH_AT, at=now[0])
-        chosen = picker.pick(pool=pool, body=request.body, request=i)
+        chosen = list(picker.pick(pool=pool, body=request.body, request=i).addresses)
         row: dict[str, Any] = {"i": i, "pool": pool, "kind": request.kind, "chosen": chosen}
         if pool == "busy":
             row["saturated"] = picker.saturated(pool)
@@ -350,7 +350,7 @@ def picks_run() -> list[dict[str, Any]]:
             served = chosen[1] if request.elsewhere and len(chosen) > 1 else chosen[0]
             picker.served(pool=pool, request=i, address=served)
             if served in caches:
-                held.apply(served, _events(caches[served].prefill(request.token_ids)))
+                cached.apply(served, _events(caches[served].prefill(request.token_ids)))
             open_requests.append((i, pool))
         while len(open_requests) > 6:
             done, done_pool = open_requests.pop(0)

@@ -26,7 +26,7 @@ from xds_control.errors import ConfigError, ServeError
 from xds_control.flow import FlowController
 from xds_control.limits import Limiter
 from xds_control.picker import Fleet, Picker, PickerServer, picker_addresses
-from xds_control.picker.held import HeldBlocks
+from xds_control.picker.cached_blocks import CachedBlocks
 from xds_control.picker.prefix import Tokenize
 from xds_control.picker.tokenizer import TokenizerShelf
 from xds_control.server import StreamRegistry, XdsServer
@@ -67,8 +67,8 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
     admin: AdminServer | None = None
     picker: PickerServer | None = None
     tasks: list[asyncio.Task[object]] = []
-    held = HeldBlocks()
-    kv_events = KvEvents(sink=held)
+    cached_blocks = CachedBlocks()
+    kv_events = KvEvents(sink=cached_blocks)
     try:
         weigher = Weigher.from_config(client=client, signals=config.signals)
         limiter = Limiter()
@@ -108,19 +108,14 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
 
             picks = Picker(
                 fleet=fleet,
-                held=held,
+                cached_blocks=cached_blocks,
                 tokenizers=tokenizers,
                 stale=lambda pool, address: events_stale(
                     kv_events, weigher.view().pools, pool=pool, address=address
                 ),
                 delivered=registry.endpoints_everywhere,
             )
-            flow = FlowController(
-                settings=lambda pool: s.flow if (s := fleet.picker(pool)) else None,
-                saturated=picks.saturated,
-                ready=picks.ready,
-                replicas=lambda: loop.state.control_planes or 1,
-            )
+            flow = FlowController(pools=picks, replicas=lambda: loop.state.control_planes or 1)
         admin = AdminServer(
             address=admin_address,
             state=loop.state,

@@ -1,27 +1,42 @@
 """The flow controller: holds a picker pool's requests while it is saturated and lets them go
 one at a time as servers free up (per control-plane replica).
 
-``admit`` is the one way in: at once when nothing waits and the pool has room, else the
-request waits in the pool's ``FlowQueues`` until ``release`` dispatches it (a server answered
-or finished one, a reading changed, or the controller's tick), it times out, or its queue is
-full. ``release`` dispatches one request per pool and no other until that one has returned from
-``admit`` (its caller picks at once, in the same step), then looks again (``call_soon``): the
-pick's own load counts before the next is let go.
+Its face to the picker's exchange is four calls, one per phase of a request:
+
+- ``admit`` when the body is whole: charges the request's token budget and says ``Go``,
+  ``Hold`` or ``Refuse`` (``flow.admission``);
+- ``wait`` for a held request: it waits in the pool's ``FlowQueues`` until ``release``
+  dispatches it (a server answered or finished one, a reading changed, or the controller's
+  tick), it times out, or its queue is full; ``Go`` or ``Refuse`` (a refusal refunds the charge);
+- ``answered`` when a server answered one (the next held request may go);
+- ``finish`` with the response's usage (settles the charge), and ``end`` when the stream closes.
+
+``release`` dispatches one request per pool and no other until that one has returned from
+``wait`` (its caller picks at once, in the same step), then looks again (``call_soon``): the
+pick's own load counts before the next is let go. Pools are read through ``Saturation``
+(the picker implements it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 import structlog
 
 from xds_control.config.flow import FlowControl
-from xds_control.flow.budgets import TokenBudgets
-from xds_control.flow.metrics import FLOW_OUTCOMES, FLOW_QUEUED, FLOW_WAIT_SECONDS
+from xds_control.flow.admission import Admission, Go, Hold, Refuse
+from xds_control.flow.budgets import Charge, TokenBudgets, estimate_tokens
+from xds_control.flow.metrics import (
+    FLOW_CHECK_SECONDS,
+    FLOW_OUTCOMES,
+    FLOW_QUEUED,
+    FLOW_WAIT_SECONDS,
+)
 from xds_control.flow.queues import Band, FlowQueues, Held
 from xds_control.flow.refused import Refused
+from xds_control.flow.saturation import Saturation
 from xds_control.flow.shares import TenantShares
 
 __all__ = ["TICK_S", "FlowController"]
@@ -31,41 +46,119 @@ log = structlog.get_logger(__name__)
 TICK_S = 0.05
 """How often the controller looks at the pools holding requests without being told."""
 
+_CHECK_ADMIT, _CHECK_RELEASE, _CHECK_END = (
+    FLOW_CHECK_SECONDS.labels(phase) for phase in ("admit", "release", "end")
+)
+"""The phase timers, bound once: a label lookup per request is a lock and a dict."""
+
 
 class FlowController:
-    """``settings(pool)``: the pool's flow control (``None``: off); ``saturated(pool)``: no
-    server has room; ``ready(pool)``: some server is healthy."""
+    """Flow control for the pools ``pools`` says have it."""
 
     def __init__(
         self,
         *,
-        settings: Callable[[str], FlowControl | None],
-        saturated: Callable[[str], bool],
-        ready: Callable[[str], bool],
+        pools: Saturation,
         clock: Callable[[], float] = time.monotonic,
         replicas: Callable[[], int] = lambda: 1,
     ) -> None:
         """``replicas()``: the control planes sharing each token budget (``TokenBudgets``)."""
-        self._settings = settings
-        self._saturated = saturated
-        self._ready = ready
+        self._pools = pools
         self._clock = clock
         self._queues: dict[str, FlowQueues] = {}
         self._waiting: dict[Held, asyncio.Future[None]] = {}
         self._in_transit: dict[str, int] = {}
-        """Pool -> requests dispatched that have not yet returned from ``admit``."""
+        """Pool -> requests dispatched that have not yet returned from ``wait``."""
         self._tenant_shares: dict[str, TenantShares] = {}
         self.budgets = TokenBudgets(clock=clock, replicas=replicas)
-        """The pools' output-token budgets, charged and settled by the picker's exchanges."""
+        """The pools' output-token budgets (``admit`` charges, ``finish`` settles)."""
+
+    def admit(
+        self,
+        *,
+        pool: str,
+        request: Hashable,
+        headers: Mapping[str, str],
+        body: bytes,
+        band: Band,
+    ) -> Admission:
+        """Flow control's word on ``request`` to ``pool`` once its body is whole: its tenant
+        and band from ``headers`` (``band``: the route's, when they name none), its estimate
+        from ``body`` charged to its token budget. ``Refuse`` when it does not fit the budget,
+        ``Hold`` when the pool holds requests now, else ``Go``."""
+        settings = self._pools.flow_control(pool)
+        if settings is None:
+            return Go()
+        with _CHECK_ADMIT.time():
+            tenant = headers.get(settings.tenant_header, "")
+            band = Band.of(headers.get(settings.priority_header, ""), default=band)
+            charge = None
+            if settings.budgets:
+                try:
+                    charge = self.budgets.charge(
+                        pool=pool,
+                        budgets=settings.budgets,
+                        tenant=tenant,
+                        band=band,
+                        estimate=estimate_tokens(body, default=settings.estimate_tokens),
+                    )
+                except Refused as refused:
+                    return Refuse(refused)
+            if self.holds(pool):
+                return Hold(
+                    pool=pool,
+                    request=request,
+                    tenant=tenant,
+                    band=band,
+                    size=len(body),
+                    wait_s=settings.wait_s(band.name.lower()),
+                    charge=charge,
+                )
+            self.let_through(pool=pool, tenant=tenant)
+            return Go(charge)
+
+    async def wait(self, hold: Hold) -> Go | Refuse:
+        """The held request's final word, once the pool lets it go (``Go``) or refuses it
+        (``Refuse``: its queue is full, its wait ran out; never served, its charge is
+        refunded)."""
+        try:
+            await self._queue_up(
+                pool=hold.pool,
+                band=hold.band,
+                tenant=hold.tenant,
+                size=hold.size,
+                request=hold.request,
+            )
+        except Refused as refused:
+            self.finish(hold.charge, tokens=0)  # never served: it generated nothing
+            return Refuse(refused)
+        return Go(hold.charge)
+
+    def answered(self) -> None:
+        """A server answered a request (its response's headers): the next held may go."""
+        with _CHECK_RELEASE.time():
+            self.release()
+
+    def finish(self, charge: Charge | None, *, tokens: int | None) -> None:
+        """Settle ``charge`` (``None``: nothing charged) with the ``tokens`` the response's
+        usage reported (``None``: it did not say; the estimate stays charged)."""
+        if charge is not None:
+            self.budgets.settle(charge, tokens=tokens)
+
+    def end(self, charge: Charge | None, *, tokens: int | None) -> None:
+        """The request's stream closed: ``finish`` it if its usage has not, and let the next
+        held request go."""
+        with _CHECK_END.time():
+            self.finish(charge, tokens=tokens)
+            self.release()
 
     def holds(self, pool: str) -> bool:
         """A request for ``pool`` now would be held: the pool has flow control and either
         holds requests already (arrival order) or is saturated."""
-        settings = self._settings(pool)
-        if settings is None:
+        if self._pools.flow_control(pool) is None:
             return False
         queue = self._queues.get(pool)
-        return bool(queue) or self._saturated(pool)
+        return bool(queue) or self._pools.saturated(pool)
 
     def queued(self, pool: str) -> int:
         """Requests ``pool`` holds now."""
@@ -77,11 +170,11 @@ class FlowController:
         share as a dispatched one does."""
         self._shares(pool).served(tenant, now=self._clock())
 
-    async def admit(
+    async def _queue_up(
         self, *, pool: str, band: Band, tenant: str, size: int, request: Hashable
     ) -> None:
         """Return once ``request`` may be picked; raise ``Refused`` if it may not."""
-        settings = self._settings(pool)
+        settings = self._pools.flow_control(pool)
         if settings is None:
             return
         if not self.holds(pool):
@@ -106,7 +199,7 @@ class FlowController:
             queue.remove(held)
             refusal = (
                 Refused(status=429, reason="max-wait")
-                if self._ready(pool)
+                if self._pools.ready(pool)
                 else Refused(status=503, reason="no-ready-endpoint")
             )
             FLOW_OUTCOMES.labels(pool=pool, outcome=refusal.reason).inc()
@@ -149,7 +242,7 @@ class FlowController:
         still on its way (never raises)."""
         for pool, queue in list(self._queues.items()):
             try:
-                if not queue or self._in_transit.get(pool, 0) or self._saturated(pool):
+                if not queue or self._in_transit.get(pool, 0) or self._pools.saturated(pool):
                     continue
             except Exception:  # a broken reading must not stop the queues for good
                 log.exception("saturation check failed", pool=pool)

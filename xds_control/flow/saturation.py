@@ -1,4 +1,7 @@
-"""Whether a pool is saturated: no healthy server has room for one more request. Pure."""
+"""Whether a pool is saturated: no healthy server has room for one more request. Pure.
+
+``Saturation`` is the seam the flow controller reads pools through; the picker implements it
+(it knows each pool's servers and what it sent them), so flow control needs no picker."""
 
 from __future__ import annotations
 
@@ -7,7 +10,26 @@ from typing import Protocol
 
 from xds_control.config.flow import FlowControl
 
-__all__ = ["Server", "has_room", "saturated"]
+__all__ = ["Saturation", "Server", "has_room", "saturated"]
+
+
+class Saturation(Protocol):
+    """What flow control reads of the pools it holds requests for. Each call is a look at
+    the pool now, cheap and never blocking (the controller asks on every request and every
+    release); an exception means no answer: the controller logs it and tries again later."""
+
+    def flow_control(self, pool: str) -> FlowControl | None:
+        """``pool``'s flow control settings; ``None``: the pool has none (nothing is held)."""
+        ...
+
+    def saturated(self, pool: str) -> bool:
+        """No healthy server of ``pool`` has room for one more request (``saturated``)."""
+        ...
+
+    def ready(self, pool: str) -> bool:
+        """Some server of ``pool`` is healthy (a request held to its end is refused 429 if so,
+        else 503)."""
+        ...
 
 
 class Server(Protocol):

@@ -1,62 +1,34 @@
 """One request -> the servers to name, best first: read the prompt, look up what each server
-holds of it, estimate each server's queue, rank. No gRPC here."""
+has cached of it, estimate each server's queue, rank. No gRPC here.
+
+``Picker`` is the stateful shell around the pure steps (``pick.py``, ``score.py``): it keeps
+each pool's ``PoolMemory``, reads the clock (Unix time, the engine's readings' clock;
+injected for tests), counts picks in the metrics and explains each in the debug log. It is
+also what flow control reads pools through (``flow.Saturation``).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import structlog
 
+from xds_control.config.flow import FlowControl
+from xds_control.config.picker import PoolPicker
 from xds_control.flow.saturation import saturated
+from xds_control.picker.cached_blocks import CachedBlocks, CachedPrefix
 from xds_control.picker.fleet import Fleet
-from xds_control.picker.held import HeldBlocks, HeldPrefix
 from xds_control.picker.index import PrefixIndex
-from xds_control.picker.ledger import Ledger
 from xds_control.picker.metrics import PICKS, SERVED
-from xds_control.picker.prefix import BLOCK_BYTES, Prompt, Tokenize, read_prompt
-from xds_control.picker.score import Candidate, Ranking, rank, uncached_tokens
+from xds_control.picker.pick import EventCredit, Pick, PoolMemory, cached_tokens, queued_tokens
+from xds_control.picker.prefix import Prompt, Tokenize, read_prompt
+from xds_control.picker.score import Candidate, Ranking, rank
 
-__all__ = ["ASSIGNMENT_MAX_AGE_S", "Picker", "queued_tokens"]
+__all__ = ["Picker"]
 
 log = structlog.get_logger(__name__)
-
-ASSIGNMENT_MAX_AGE_S = 30.0
-"""An assignment whose end the picker never heard of stops counting after this long (longer
-than most requests, so it only matters when Envoy's stream end is lost)."""
-
-_MEAN_WEIGHT = 0.05
-"""Weight of each new prompt in the pool's running mean prompt size (about the last 20)."""
-
-
-def queued_tokens(
-    candidates: Sequence[Candidate],
-    *,
-    queue: Mapping[str, tuple[float, int]],
-    mean_tokens: float,
-) -> dict[str, float]:
-    """Address -> prompt tokens ahead of a new request there: every prompt the picker sent it
-    that it has not answered yet, each at its own size (``queue``: their tokens, and how many
-    were sent before the server's last reading), and the rest of the ``waiting`` count of that
-    reading (requests the picker did not send) at the pool's mean prompt size. One long
-    prompt in a queue counts as long as it is, not as the mean."""
-    out: dict[str, float] = {}
-    for c in candidates:
-        tokens, counted = queue.get(c.address, (0.0, 0))
-        out[c.address] = tokens + max(0.0, c.waiting - counted) * mean_tokens
-    return out
-
-
-@dataclass
-class _Pool:
-    """What the picker remembers of one pool (a prefix on one pool's server says nothing
-    about another pool's, nor does its queue)."""
-
-    index: PrefixIndex
-    ledger: Ledger = field(default_factory=lambda: Ledger(max_age_s=ASSIGNMENT_MAX_AGE_S))
-    mean_tokens: float = 0.0
 
 
 class Picker:
@@ -68,35 +40,125 @@ class Picker:
         *,
         fleet: Fleet,
         clock: Callable[[], float] = time.time,
-        held: HeldBlocks | None = None,
+        cached_blocks: CachedBlocks | None = None,
         tokenizers: Callable[[str], Tokenize | None] | None = None,
         stale: Callable[[str, str], bool] | None = None,
         delivered: Callable[[str], frozenset[str] | None] | None = None,
     ) -> None:
-        """``held`` is the index from the servers' KV events; it decides for the servers that
-        publish them once ``tokenizers(pool)`` gives the pool's ``Tokenize`` (a request body ->
-        its prompt's token ids, as the engine's tokenizer gives them), which also counts
-        prompt tokens exactly. Without both, routing history decides, and so it does for a
-        server whose events ``stale(pool, address)`` says have stopped.
+        """``cached_blocks`` is the index from the servers' KV events; it decides for the
+        servers that publish them once ``tokenizers(pool)`` gives the pool's ``Tokenize`` (a
+        request body -> its prompt's token ids, as the engine's tokenizer gives them), which
+        also counts prompt tokens exactly. Without both, routing history decides, and so it
+        does for a server whose events ``stale(pool, address)`` says have stopped.
         ``delivered(pool)`` gives the servers every Envoy has taken (its ACKed EDS; ``None``:
         none asks): flow control dispatches only to those."""
         self.fleet = fleet
         self._delivered = delivered
         self.clock = clock
-        self.held = held
+        self.cached_blocks = cached_blocks
         self._tokenizers = tokenizers
         self._stale = stale
-        self._pools: dict[str, _Pool] = {}
+        self._pools: dict[str, PoolMemory] = {}
 
-    def _pool(self, pool: str, capacity: int) -> _Pool:
+    def _pool(self, pool: str, capacity: int) -> PoolMemory:
         state = self._pools.get(pool)
         if state is None or state.index.capacity != capacity:
-            state = self._pools[pool] = _Pool(index=PrefixIndex(capacity=capacity))
+            state = self._pools[pool] = PoolMemory(index=PrefixIndex(capacity=capacity))
         return state
+
+    def pick(
+        self,
+        *,
+        pool: str,
+        body: bytes,
+        request: Hashable | None = None,
+        subset: Collection[str] | None = None,
+    ) -> Pick:
+        """The servers for a request to ``pool`` with ``body``, best first; none when there
+        is nothing to pick on (no picker for the pool, a body too large or not a completion
+        request, no healthy server): Envoy's fallback policy then decides. ``request`` names
+        the request for ``served`` and ``end`` (``None``: neither will be reported). With a
+        ``subset`` (the gateway's hint), only those addresses may be named."""
+        settings = self.fleet.picker(pool)
+        read = self._read(pool, settings, body) if settings is not None else None
+        if settings is None or read is None:
+            PICKS.labels(pool=pool, outcome="none").inc()
+            return Pick()
+        prompt, match = read
+        state = self._pool(pool, settings.index_size)
+        cached = self._cached(state, pool=pool, prompt=prompt, match=match)
+        ranking, candidates, queued = self._rank(
+            state,
+            pool=pool,
+            prompt=prompt,
+            cached=cached,
+            count=1 + settings.fallbacks,
+            subset=subset,
+        )
+        if not ranking.order:
+            PICKS.labels(pool=pool, outcome="none").inc()
+            return Pick()
+        self._record(
+            state, pool=pool, prompt=prompt, cached=cached, ranking=ranking, request=request
+        )
+        if log.is_enabled_for(logging.DEBUG):
+            _explain(
+                pool=pool, prompt=prompt, ranking=ranking, candidates=candidates, queued=queued
+            )
+        return Pick(addresses=tuple(ranking.order))
+
+    def _read(
+        self, pool: str, settings: PoolPicker, body: bytes
+    ) -> tuple[Prompt, CachedPrefix | None] | None:
+        """The request's prompt, and its match in the KV events' index followed as far as
+        its ids were encoded; ``None``: a body too large or not a completion request."""
+        if len(body) > settings.max_body_bytes:
+            return None
+        tokenize = self._tokenizers(pool) if self._tokenizers is not None else None
+        blocks = self.cached_blocks
+        match = None
+        if tokenize is not None and blocks is not None and blocks.block_size is not None:
+            match = blocks.prefix(block_size=blocks.block_size)
+        prompt = read_prompt(
+            body,
+            prefix_bytes=settings.prefix_bytes,
+            tokenize=tokenize,
+            # The prompt's ids matter as far as some server holds them: past the first
+            # block none holds, nothing can match (keys chain), so encoding stops there.
+            wanted=match.read if match is not None else None,
+        )
+        return None if prompt is None else (prompt, match)
+
+    def _cached(
+        self, state: PoolMemory, *, pool: str, prompt: Prompt, match: CachedPrefix | None = None
+    ) -> dict[str, float]:
+        """Address -> prompt tokens the server has cached (``cached_tokens``): from its KV
+        events when it publishes them and the prompt's token ids are known, else from where
+        the picker sent prompts."""
+        without_cache = self.fleet.without_prefix_cache(pool)
+        history = state.index.matched(prompt.blocks)
+        blocks, ids = self.cached_blocks, prompt.token_ids
+        if blocks is None or blocks.block_size is None or ids is None:
+            return cached_tokens(prompt, history=history, events=None, without_cache=without_cache)
+        if match is None:
+            match = blocks.prefix(block_size=blocks.block_size)
+        match.read(ids)  # the ids after the tokenizer's last question
+        stale = self._stale
+
+        def decides(address: str) -> bool:
+            return blocks.publishes(address) and not (stale is not None and stale(pool, address))
+
+        events = EventCredit(
+            matched=match.matched(),
+            block_size=match.block_size,
+            claims=state.ledger.claims(prompt.blocks, now=self.clock()),
+            decides=decides,
+        )
+        return cached_tokens(prompt, history=history, events=events, without_cache=without_cache)
 
     def _rank(
         self,
-        state: _Pool,
+        state: PoolMemory,
         *,
         pool: str,
         prompt: Prompt,
@@ -124,131 +186,24 @@ class Picker:
         )
         return ranking, candidates, queued
 
-    def pick(
-        self,
-        *,
-        pool: str,
-        body: bytes,
-        request: Hashable | None = None,
-        subset: Collection[str] | None = None,
-    ) -> list[str]:
-        """Addresses for a request to ``pool`` with ``body``, best first; empty when there is
-        nothing to pick on (no picker for the pool, a body too large or not a completion
-        request, no healthy server): Envoy's fallback policy then decides. ``request`` names
-        the request for ``served`` and ``end`` (``None``: neither will be reported). With a
-        ``subset`` (the gateway's hint), only those addresses may be named."""
-        settings = self.fleet.picker(pool)
-        prompt = None
-        match = None
-        if settings is not None and len(body) <= settings.max_body_bytes:
-            tokenize = self._tokenizers(pool) if self._tokenizers is not None else None
-            size = self.held.block_size if self.held is not None else None
-            if tokenize is not None and self.held is not None and size is not None:
-                match = self.held.prefix(block_size=size)
-            prompt = read_prompt(
-                body,
-                prefix_bytes=settings.prefix_bytes,
-                tokenize=tokenize,
-                # The prompt's ids matter as far as some server holds them: past the first
-                # block none holds, nothing can match (keys chain), so encoding stops there.
-                wanted=match.read if match is not None else None,
-            )
-        if settings is None or prompt is None:
-            PICKS.labels(pool=pool, outcome="none").inc()
-            return []
-        state = self._pool(pool, settings.index_size)
-        cached = self._cached(state, pool=pool, prompt=prompt, match=match)
-        ranking, candidates, queued = self._rank(
-            state,
-            pool=pool,
-            prompt=prompt,
-            cached=cached,
-            count=1 + settings.fallbacks,
-            subset=subset,
-        )
-        chosen = ranking.order
-        if not chosen:
-            PICKS.labels(pool=pool, outcome="none").inc()
-            return []
-        self._record(
-            state, pool=pool, prompt=prompt, cached=cached, chosen=chosen[0], request=request
-        )
-        if log.is_enabled_for(logging.DEBUG):  # the costs behind one pick, to explain it
-            log.debug(
-                "pick",
-                pool=pool,
-                tokens=round(prompt.tokens),
-                cached={a: round(t) for a, t in ranking.cached.items()},
-                chosen=list(chosen),
-                speed={c.address: round(c.speed, 3) for c in candidates},
-                queued={a: round(q) for a, q in queued.items()},
-                cost={a: round(v) for a, v in ranking.cost.items()},
-            )
-        return chosen
-
-    def _cached(
-        self, state: _Pool, *, pool: str, prompt: Prompt, match: HeldPrefix | None = None
-    ) -> dict[str, float]:
-        """Address -> prompt tokens the server holds: from its KV events when it publishes
-        them and the prompt's tokens are known, else from where the picker sent prompts; none
-        on a server that keeps no prefix cache."""
-        uncached = self.fleet.without_prefix_cache(pool)
-        cached = {
-            address: min(prompt.tokens, blocks * BLOCK_BYTES / prompt.bytes_per_token)
-            for address, blocks in state.index.matched(prompt.blocks).items()
-            if address not in uncached
-        }
-        held = self.held
-        ids = prompt.token_ids
-        if held is None or held.block_size is None or ids is None:
-            return cached
-        if match is None:
-            match = held.prefix(block_size=held.block_size)
-        size = match.block_size
-        stale = self._stale
-
-        def by_events(address: str) -> bool:
-            return held.publishes(address) and not (stale is not None and stale(pool, address))
-
-        match.read(ids)  # the ids after the tokenizer's last question
-        from_events = match.matched()
-        for address in [a for a in cached if by_events(a)]:
-            del cached[address]
-        for address, blocks in from_events.items():
-            if address not in uncached and by_events(address):
-                cached[address] = min(prompt.tokens, blocks * size)
-        # A prompt sent to a server that is still prefilling it is not in its events yet:
-        # the next request with that prefix would find no holder and go elsewhere.
-        claimed = state.ledger.claims(prompt.blocks, now=self.clock())
-        for address, blocks in claimed.items():
-            if address not in uncached and by_events(address):
-                tokens = min(prompt.tokens, blocks * BLOCK_BYTES / prompt.bytes_per_token)
-                cached[address] = max(cached.get(address, 0.0), tokens)
-        return cached
-
     def _record(
         self,
-        state: _Pool,
+        state: PoolMemory,
         *,
         pool: str,
         prompt: Prompt,
         cached: Mapping[str, float],
-        chosen: str,
+        ranking: Ranking,
         request: Hashable | None,
     ) -> None:
-        if chosen not in self.fleet.without_prefix_cache(pool):
-            state.index.put(prompt.blocks, chosen)
-        state.ledger.add(
-            object() if request is None else request,
+        chosen = ranking.order[0]
+        state.remember(
+            prompt,
             address=chosen,
-            tokens=uncached_tokens(tokens=prompt.tokens, cached=cached.get(chosen, 0.0)),
+            cached=cached.get(chosen, 0.0),
+            request=request,
+            keeps_prefix=chosen not in self.fleet.without_prefix_cache(pool),
             now=self.clock(),
-            # Only a request whose answer will be reported claims its blocks until then.
-            blocks=prompt.blocks if request is not None else (),
-        )
-        mean = state.mean_tokens
-        state.mean_tokens = (
-            prompt.tokens if mean == 0.0 else mean + _MEAN_WEIGHT * (prompt.tokens - mean)
         )
         outcome = "held" if chosen in cached else "moved" if cached else "placed"
         PICKS.labels(pool=pool, outcome=outcome).inc()
@@ -259,13 +214,17 @@ class Picker:
         state = self._pools.get(pool)
         return {} if state is None else state.ledger.pending(since={}, now=self.clock())
 
+    def flow_control(self, pool: str) -> FlowControl | None:
+        """``pool``'s flow control settings (``None``: it has none, or no picker)."""
+        settings = self.fleet.picker(pool)
+        return None if settings is None else settings.flow
+
     def saturated(self, pool: str) -> bool:
         """No healthy server of ``pool`` has room for one more request, by its flow control's
         thresholds (``xds_control.flow.saturated``); ``False`` without flow control."""
-        settings = self.fleet.picker(pool)
-        if settings is None or settings.flow is None:
+        flow = self.flow_control(pool)
+        if flow is None:
             return False
-        flow = settings.flow
         candidates = self.fleet.candidates(pool)
         delivered = self._delivered(pool) if self._delivered is not None else None
         if delivered is not None:
@@ -312,3 +271,24 @@ class Picker:
         state = self._pools.get(pool)
         if state is not None:
             state.ledger.end(request)
+
+
+def _explain(
+    *,
+    pool: str,
+    prompt: Prompt,
+    ranking: Ranking,
+    candidates: Sequence[Candidate],
+    queued: Mapping[str, float],
+) -> None:
+    """The costs behind one pick, in the debug log, to explain it."""
+    log.debug(
+        "pick",
+        pool=pool,
+        tokens=round(prompt.tokens),
+        cached={a: round(t) for a, t in ranking.cached.items()},
+        chosen=list(ranking.order),
+        speed={c.address: round(c.speed, 3) for c in candidates},
+        queued={a: round(q) for a, q in queued.items()},
+        cost={a: round(v) for a, v in ranking.cost.items()},
+    )

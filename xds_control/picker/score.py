@@ -1,9 +1,10 @@
 """Rank a pool's servers for one request. Pure: the same inputs give the same order.
 
 Each healthy server gets the **expected time to first token** of the request there, in the
-unit "prompt tokens prefilled at the pool's fastest speed":
+unit "prompt tokens prefilled at the pool's fastest speed": the sum of named terms, each the
+work (in prompt tokens) the request costs on that server, over the server's speed:
 
-    (tokens queued ahead of it + this request's uncached tokens + redone tokens) / speed
+    (queued + uncached + redone + any term the caller adds) / speed
 
 - *queued*: what the server has yet to prefill before this request (the caller's estimate:
   the picker's own unanswered assignments at their sizes, plus the rest of the engine's
@@ -20,6 +21,11 @@ unit "prompt tokens prefilled at the pool's fastest speed":
   hits than MAGLEV's hash);
 - *speed*: the engine's capacity factor (its capacity over the pool's best) times its
   warm-up ramp, so a slow GPU class or a server still warming up takes longer per token.
+
+A new signal (a LoRA adapter's affinity, a prefill/decode pair's transfer) is one more
+``Term``: a function of the server, bound to its own data by the caller, that says the work it
+adds in prompt tokens; ``rank`` takes it beside the three above (``terms``) and nothing else
+changes. The terms are summed in the order named, then divided once by the speed.
 
 The lowest cost goes first. So a server holding the prefix wins until its queue outweighs
 ``move_cost`` times the prefill it saves, and a long prompt goes to a fast server even past a
@@ -41,9 +47,20 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
-__all__ = ["Candidate", "Ranking", "costs", "rank", "uncached_tokens"]
+__all__ = [
+    "Candidate",
+    "Ranking",
+    "Term",
+    "costs",
+    "prompt_terms",
+    "queued_term",
+    "rank",
+    "redone_term",
+    "uncached_term",
+    "uncached_tokens",
+]
 
 _MIN_SPEED = 1e-3
 """A server the engine rates at nearly nothing is 1000x slower, not infinitely slow."""
@@ -99,23 +116,55 @@ def uncached_tokens(*, tokens: float, cached: float) -> float:
     return tokens - min(tokens, cached)
 
 
-def costs(
-    candidates: Sequence[Candidate],
+class Term(Protocol):
+    """One named part of a request's cost on a server: the work it adds there, in prompt
+    tokens at the pool's fastest speed (``costs`` divides the sum by the server's speed).
+    Pure; bound by its maker to the data it reads."""
+
+    def __call__(self, candidate: Candidate, /) -> float: ...
+
+
+def queued_term(queued: Mapping[str, float]) -> Term:
+    """*queued*: the tokens ahead of the request on each server (none where not listed)."""
+    return lambda c: queued.get(c.address, 0.0)
+
+
+def uncached_term(*, tokens: float, cached: Mapping[str, float]) -> Term:
+    """*uncached*: what the server prefills of the request's ``tokens``, ``cached[address]``
+    of them held there."""
+    return lambda c: uncached_tokens(tokens=tokens, cached=min(tokens, cached.get(c.address, 0.0)))
+
+
+def redone_term(*, tokens: float, cached: Mapping[str, float], move_cost: float) -> Term:
+    """*redone*: the prefix the best holder has cached and this server has not, counted
+    ``move_cost`` times in all (once already as *uncached*, hence ``move_cost - 1``)."""
+    best = min(tokens, max(cached.values(), default=0.0))
+    return lambda c: (move_cost - 1.0) * (best - min(tokens, cached.get(c.address, 0.0)))
+
+
+def prompt_terms(
     *,
     tokens: float,
     cached: Mapping[str, float],
     queued: Mapping[str, float],
     move_cost: float,
-) -> dict[str, float]:
-    """Address -> cost (in tokens at the fastest speed) of a request of ``tokens`` of which
-    ``cached[address]`` are cached there: its expected time to first token, plus the prefill
-    it redoes that the best holder would not, counted ``move_cost`` times in all."""
-    best = min(tokens, max(cached.values(), default=0.0))
+) -> dict[str, Term]:
+    """The expected time to first token's three terms, in the order they are summed."""
+    return {
+        "queued": queued_term(queued),
+        "uncached": uncached_term(tokens=tokens, cached=cached),
+        "redone": redone_term(tokens=tokens, cached=cached, move_cost=move_cost),
+    }
+
+
+def costs(candidates: Sequence[Candidate], *, terms: Mapping[str, Term]) -> dict[str, float]:
+    """Address -> cost of each of ``candidates``: the sum of ``terms`` there, in their order,
+    over the server's speed."""
     out = {}
     for c in candidates:
-        held = min(tokens, cached.get(c.address, 0.0))
-        uncached = uncached_tokens(tokens=tokens, cached=held)
-        work = queued.get(c.address, 0.0) + uncached + (move_cost - 1.0) * (best - held)
+        work = 0.0
+        for term in terms.values():
+            work += term(c)
         out[c.address] = work / max(c.speed, _MIN_SPEED)
     return out
 
@@ -142,17 +191,20 @@ def rank(
     cached: Mapping[str, float] | None = None,
     tokens: float = 0.0,
     queued: Mapping[str, float] | None = None,
+    terms: Mapping[str, Term] | None = None,
 ) -> Ranking:
     """Up to ``count`` addresses of healthy ``candidates``, best first, for a request of
     ``tokens`` with template ``key``, of which ``cached[address]`` tokens are cached there,
-    with ``queued`` tokens ahead on each server (``move_cost``: see ``costs``), and the
-    credit and costs that decided it.
+    with ``queued`` tokens ahead on each server (``move_cost``: see ``redone_term``), and the
+    credit and costs that decided it. ``terms``: further terms of the cost, after the
+    prompt's three (``prompt_terms``).
     Without sizes (the defaults) every cost is 0: the longest holder, then rendezvous. The
     order is empty when no server is healthy: the caller then names none and Envoy's
     fallback policy decides."""
     healthy = [c for c in candidates if c.healthy and c.weight > 0]
     claimed = _claims(healthy, cached or {}, affinity)
-    cost = costs(healthy, tokens=tokens, cached=claimed, queued=queued or {}, move_cost=move_cost)
+    summed = prompt_terms(tokens=tokens, cached=claimed, queued=queued or {}, move_cost=move_cost)
+    cost = costs(healthy, terms={**summed, **(terms or {})})
     ordered = sorted(
         healthy,
         key=lambda c: (

@@ -7,7 +7,7 @@ completion's ``prompt`` is encoded with them. The picker does the same, from a c
 model repository's ``tokenizer.json`` and its chat template (``chat_template.jinja``, else
 ``tokenizer_config.json``'s ``chat_template``) that the operator mounts: nothing is downloaded.
 The ids then key the prompt's blocks the way the engine's KV events key what it holds
-(``picker/held.py``), and count its tokens exactly.
+(``picker/cached_blocks.py``), and count its tokens exactly.
 
 How vLLM hands message contents to a template: a template that loops over a message's
 ``content`` gets OpenAI's list of parts; any other gets the text parts joined by newlines

@@ -42,7 +42,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from xds_control.config import parse_config
 from xds_control.discovery import Endpoint
 from xds_control.picker import Fleet, Picker
-from xds_control.picker.held import HeldBlocks
+from xds_control.picker.cached_blocks import CachedBlocks
 from xds_control.picker.tokenizer import PromptTokenizer
 from xds_control.signals.kv_wire import BlocksStored
 from xds_lab.bench import entry
@@ -161,9 +161,9 @@ def _engine_ids(engine: PromptTokenizer, body: dict[str, Any]) -> list[int]:
     return list(engine.tokenizer.encode(text, add_special_tokens=False).ids)
 
 
-def _hold(held: HeldBlocks, server: str, ids: Sequence[int], *, first: int) -> None:
+def _cache(blocks: CachedBlocks, server: str, ids: Sequence[int], *, first: int) -> None:
     whole = len(ids) // 16 * 16
-    held.apply(
+    blocks.apply(
         server,
         [
             BlocksStored(
@@ -185,19 +185,19 @@ def _measure(
 ) -> tuple[list[float], float]:
     """Time a pick of each body; ``engine`` is a second copy of the tokenizer, standing for
     the servers (what it encodes warms no cache of the picker's)."""
-    held = HeldBlocks()
-    if engine is not None and unseen:  # each body's first three quarters held by one server
+    cached = CachedBlocks()
+    if engine is not None and unseen:  # each body's first three quarters cached on one server
         for k, doc in enumerate(bodies):
             whole = _engine_ids(engine, doc)
-            _hold(held, _SERVERS[k % len(_SERVERS)], whole[: len(whole) * 3 // 4], first=k << 20)
+            _cache(cached, _SERVERS[k % len(_SERVERS)], whole[: len(whole) * 3 // 4], first=k << 20)
     elif engine is not None:  # every server holds a share of the shared half, by its events
         ids = _engine_ids(engine, bodies[0])
         shared = ids[: len(ids) // 2]
         for n, server in enumerate(_SERVERS):
-            _hold(held, server, shared[: len(shared) * (n + 1) // len(_SERVERS)], first=n << 20)
+            _cache(cached, server, shared[: len(shared) * (n + 1) // len(_SERVERS)], first=n << 20)
     picker = Picker(
         fleet=_fleet(),
-        held=held,
+        cached_blocks=cached,
         tokenizers=(lambda _pool: tokenizer.token_ids) if tokenizer is not None else None,
     )
     encoded = [json.dumps(b).encode() for b in bodies]

@@ -30,7 +30,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from google.protobuf.json_format import MessageToDict
 
 from xds_control.config import Pool, RetryPolicy, parse_host_port
-from xds_control.picker.service import SUBSET_NAMESPACE
+from xds_control.picker.messages import SUBSET_NAMESPACE
 from xds_control.xds.cluster import build_picker_cluster
 from xds_control.xds.durations import duration, pack
 from xds_control.xds.listeners import http_listener, router_filter

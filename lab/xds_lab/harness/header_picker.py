@@ -8,7 +8,7 @@ as served (``envoy.lb`` metadata) goes back in the ``x-conformance-test-served-e
 response header, so a test sees what the picker was told.
 
 It answers the protocol's FULL_DUPLEX_STREAMED body mode as the product's picker does
-(``xds_control.picker.service.whole_body_answers``): the headers' answer is held until the body
+(``xds_control.picker.messages.whole_body_answers``): the headers' answer is held until the body
 has arrived, and the body is given back in one piece."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext
 
 from xds_control.config import Pool, parse_config
-from xds_control.picker.service import add_ext_proc, whole_body_answers
+from xds_control.picker.messages import whole_body_answers
+from xds_control.picker.server import add_ext_proc
 from xds_control.xds.picker import DESTINATION_METADATA_NAMESPACE, SERVED_KEY
 
 __all__ = ["SELECTION_HEADER", "SERVED_RESULT_HEADER", "HeaderPicker"]

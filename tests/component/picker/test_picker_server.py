@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from xds_control.config import parse_config
 from xds_control.discovery import to_endpoints
 from xds_control.picker import Fleet, Picker, PickerServer
-from xds_control.picker.service import PROCESS_METHOD
+from xds_control.picker.server import PROCESS_METHOD
 from xds_lab.harness.ports import free_port
 
 SERVING = health_pb2.HealthCheckResponse.SERVING

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from xds_control.config.flow import FlowControl
-from xds_control.flow import Band, FlowController, Refused
+from xds_control.flow import Band, FlowController, Hold, Refuse, Refused
 
 
 class _Pool:
@@ -17,21 +17,39 @@ class _Pool:
     def __init__(self, room: int, *, ready: bool = True) -> None:
         self.room = room
         self.is_ready = ready
+        self.flow: FlowControl | None = None
+
+    def flow_control(self, pool: str) -> FlowControl | None:
+        return self.flow
 
     def saturated(self, pool: str) -> bool:
         return self.room <= 0
 
+    def ready(self, pool: str) -> bool:
+        return self.is_ready
+
 
 def _controller(pool: _Pool, flow: FlowControl | None) -> FlowController:
-    return FlowController(
-        settings=lambda name: flow, saturated=pool.saturated, ready=lambda name: pool.is_ready
-    )
+    pool.flow = flow
+    return FlowController(pools=pool)
 
 
 async def _admit(
-    controller: FlowController, pool: _Pool, name: str, *, band: Band = Band.MEDIUM
+    controller: FlowController,
+    pool: _Pool,
+    name: str,
+    *,
+    band: Band = Band.MEDIUM,
+    tenant: str = "",
 ) -> str:
-    await controller.admit(pool="chat", band=band, tenant="", size=10, request=name)
+    headers = {pool.flow.tenant_header: tenant} if pool.flow is not None else {}
+    verdict = controller.admit(
+        pool="chat", request=name, headers=headers, body=b"x" * 10, band=band
+    )
+    if isinstance(verdict, Hold):
+        verdict = await controller.wait(verdict)
+    if isinstance(verdict, Refuse):
+        raise verdict.refused
     pool.room -= 1  # the pick lands on a server
     return name
 
@@ -138,9 +156,7 @@ async def test_a_tenant_over_its_share_waits_behind_a_lighter_one_of_a_lower_ban
     order: list[str] = []
 
     async def one(name: str, tenant: str, band: Band) -> None:
-        await controller.admit(pool="chat", band=band, tenant=tenant, size=10, request=name)
-        pool.room -= 1
-        order.append(name)
+        order.append(await _admit(controller, pool, name, band=band, tenant=tenant))
 
     tasks = [
         asyncio.create_task(one("heavy-critical", "heavy", Band.CRITICAL)),

@@ -5,7 +5,7 @@ picker sent it at its own size."""
 from __future__ import annotations
 
 from xds_control.picker.ledger import Ledger
-from xds_control.picker.picker import queued_tokens
+from xds_control.picker.pick import queued_tokens
 from xds_control.picker.score import Candidate
 
 A, B = "10.0.0.1:8000", "10.0.0.2:8000"

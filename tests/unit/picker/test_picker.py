@@ -22,7 +22,7 @@ from xds_control.config.flow import FlowControl
 from xds_control.discovery import Endpoint
 from xds_control.flow import Band, FlowController
 from xds_control.picker import Fleet, Picker
-from xds_control.picker.service import Exchange
+from xds_control.picker.exchange import Exchange
 
 
 def _picks(outcome: str) -> float:
@@ -113,7 +113,7 @@ def test_no_pick_when_there_is_nothing_to_pick_on() -> None:
         assert not response.request_body.response.HasField("header_mutation"), pool
         assert not response.HasField("dynamic_metadata")
     state.config = _config(None)
-    assert picker.pick(pool="chat", body=_body("be brief")) == []
+    assert picker.pick(pool="chat", body=_body("be brief")).addresses == ()
 
 
 def test_a_failing_pick_is_no_pick() -> None:
@@ -132,7 +132,7 @@ def test_a_prefix_stays_where_it_went_when_weights_move() -> None:
     state = _State(_config({"address": "127.0.0.1:9100", "affinity": 4}), [10, 10, 10])
     picker = state.picker()
     prompts = [f"system prompt {i}: " + "be helpful " * 40 for i in range(30)]
-    first = {p: picker.pick(pool="chat", body=_body(p))[0] for p in prompts}
+    first = {p: picker.pick(pool="chat", body=_body(p)).addresses[0] for p in prompts}
     state.reweigh([30, 30, 30])  # same split, new tuples: a fresh engine cycle
     holder = first[prompts[0]]
     weights = [40 if a == holder else 10 for a in ADDRESSES]
@@ -140,7 +140,7 @@ def test_a_prefix_stays_where_it_went_when_weights_move() -> None:
     # Rendezvous alone would move some prompts to the heavier holder; the index keeps each
     # where its prefix is cached (10 x 4 >= 40).
     held = _picks("held")
-    assert {p: picker.pick(pool="chat", body=_body(p))[0] for p in prompts} == first
+    assert {p: picker.pick(pool="chat", body=_body(p)).addresses[0] for p in prompts} == first
     assert _picks("held") == held + len(prompts)
 
 
@@ -152,23 +152,23 @@ def test_requests_in_flight_queue_on_their_server_until_they_end() -> None:
         return json.dumps({"prompt": f"question {n}: " + "x " * 400}).encode()
 
     # No shared prefix, equal servers: each new request goes where least is queued.
-    first = [picker.pick(pool="chat", body=body(n), request=n)[0] for n in range(3)]
+    first = [picker.pick(pool="chat", body=body(n), request=n).addresses[0] for n in range(3)]
     assert sorted(first) == sorted(ADDRESSES)
     for n in (1, 2):
         picker.end(pool="chat", request=n)
     # Request 0 still runs: a new prompt goes elsewhere, past its 203 queued tokens.
-    assert picker.pick(pool="chat", body=body(3), request=3)[0] != first[0]
+    assert picker.pick(pool="chat", body=body(3), request=3).addresses[0] != first[0]
     picker.end(pool="chat", request=3)
     # Its own prompt again goes back: the 192 of 203 tokens cached there (all but the last
     # partial block) would be prefilled again anywhere else, worth more than its queue.
-    assert picker.pick(pool="chat", body=body(0), request=4)[0] == first[0]
+    assert picker.pick(pool="chat", body=body(0), request=4).addresses[0] == first[0]
 
 
 def test_the_debug_log_explains_a_pick_with_what_the_ranking_credited() -> None:
     state = _State(_config({"address": "127.0.0.1:9100", "affinity": 2}), [10, 10, 10])
     picker = state.picker()
     body = _body("a long system prompt " * 40)
-    holder = picker.pick(pool="chat", body=body)[0]
+    holder = picker.pick(pool="chat", body=body).addresses[0]
     # The holder's weight x affinity (10 x 2) falls below the best (40): its cache is not
     # credited, and the explanation says so instead of showing the index's raw match.
     state.reweigh([10 if a == holder else 40 for a in ADDRESSES])
@@ -176,13 +176,13 @@ def test_the_debug_log_explains_a_pick_with_what_the_ranking_credited() -> None:
     try:
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
         with structlog.testing.capture_logs() as logs:
-            chosen = picker.pick(pool="chat", body=body)
+            chosen = picker.pick(pool="chat", body=body).addresses
     finally:
         structlog.configure(**before)
     [pick] = [e for e in logs if e["event"] == "pick"]
     assert chosen[0] != holder
     assert pick["cached"] == {}
-    assert pick["chosen"] == chosen
+    assert pick["chosen"] == list(chosen)
     assert set(pick["cost"]) == set(ADDRESSES)
 
 
@@ -346,6 +346,23 @@ def test_flow_control_counts_only_servers_every_envoy_has_taken() -> None:
     assert not picker.saturated("chat")
 
 
+class _Pools:
+    """Flow control's look at the pool: its settings, saturated or not, always ready."""
+
+    def __init__(self, flow: FlowControl, *, saturated: bool) -> None:
+        self.flow = flow
+        self.is_saturated = saturated
+
+    def flow_control(self, pool: str) -> FlowControl | None:
+        return self.flow
+
+    def saturated(self, pool: str) -> bool:
+        return self.is_saturated
+
+    def ready(self, pool: str) -> bool:
+        return True
+
+
 def _with_header(name: str, value: str) -> ext.ProcessingRequest:
     message = ext.ProcessingRequest(request_headers=ext.HttpHeaders())
     message.request_headers.headers.headers.append(
@@ -369,11 +386,7 @@ def test_a_request_s_band_is_its_header_s_else_its_route_s(
     flow = {"max_wait_s": 10, "band_max_wait_s": {"critical": 3, "high": 2}}
     state = _State(_config({"address": "127.0.0.1:9100", "flow": flow}), [10, 10, 10])
     picker = state.picker()
-    controller = FlowController(
-        settings=lambda pool: FlowControl.model_validate(flow),
-        saturated=lambda pool: True,
-        ready=lambda pool: True,
-    )
+    controller = FlowController(pools=_Pools(FlowControl.model_validate(flow), saturated=True))
     exchange = Exchange(picker, pool="chat", flow=controller, band=route)
     exchange.on(_with_header("x-priority", header) if header else _headers())
     # Saturated: the body is held, and Envoy told to wait as long as its band may.
@@ -409,10 +422,7 @@ def test_a_full_duplex_response_is_given_back_as_it_came_and_its_usage_settles_t
     flow = {"budgets": [{"tenant": "a" if budgeted else "other", "output_tokens": 1000}]}
     state = _State(_config({"address": "127.0.0.1:9100", "flow": flow}), [10, 10, 10])
     controller = FlowController(
-        settings=lambda pool: FlowControl.model_validate(flow),
-        saturated=lambda pool: False,
-        ready=lambda pool: True,
-        clock=lambda: 0.0,
+        pools=_Pools(FlowControl.model_validate(flow), saturated=False), clock=lambda: 0.0
     )
 
     def charged() -> dict[object, object]:

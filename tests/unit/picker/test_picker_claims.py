@@ -15,7 +15,7 @@ import yaml
 from xds_control.config import Engine, parse_config
 from xds_control.discovery import Endpoint
 from xds_control.picker import Fleet, Picker
-from xds_control.picker.held import HeldBlocks
+from xds_control.picker.cached_blocks import CachedBlocks
 from xds_control.picker.prefix import TokenIds, Wanted, read_prompt
 from xds_control.picker.tokenizer import CHUNK_CHARS, PromptTokenizer
 from xds_control.signals.kv_wire import AllCleared, BlocksStored
@@ -70,8 +70,8 @@ def test_a_server_without_a_prefix_cache_is_never_taken_to_hold_a_prompt() -> No
     body = _body(WORDS)
     prompt = read_prompt(body, prefix_bytes=256)
     assert prompt is not None
-    assert picker.pick(pool="chat", body=body, subset=[A]) == [A]
-    assert picker.pick(pool="chat", body=body, subset=[B]) == [B]
+    assert picker.pick(pool="chat", body=body, subset=[A]).addresses == (A,)
+    assert picker.pick(pool="chat", body=body, subset=[B]).addresses == (B,)
     state = picker._pools["chat"]
     assert set(state.index.matched(prompt.blocks)) == {B}
     # Even an entry from before (the engine label came later) claims nothing on it.
@@ -80,16 +80,16 @@ def test_a_server_without_a_prefix_cache_is_never_taken_to_hold_a_prompt() -> No
 
 
 def test_events_decide_for_servers_that_publish_them() -> None:
-    held = HeldBlocks()
-    picker = Picker(fleet=_fleet({}), held=held, tokenizers=lambda pool: _tokenize)
+    blocks = CachedBlocks()
+    picker = Picker(fleet=_fleet({}), cached_blocks=blocks, tokenizers=lambda pool: _tokenize)
     body = _body(WORDS)
-    sent = picker.pick(pool="chat", body=body)[0]  # routing history: `sent` holds it now
+    sent = picker.pick(pool="chat", body=body).addresses[0]  # routing history: `sent` holds it now
     # The server it went to publishes events, and they say it evicted the prompt; another
     # server's events say it holds the whole prompt.
     other = next(a for a in (A, B, C) if a != sent)
-    held.apply(sent, [AllCleared()])
+    blocks.apply(sent, [AllCleared()])
     ids = list(range(256))
-    held.apply(
+    blocks.apply(
         other,
         [
             BlocksStored(
@@ -97,54 +97,54 @@ def test_events_decide_for_servers_that_publish_them() -> None:
             )
         ],
     )
-    assert picker.pick(pool="chat", body=body)[0] == other
+    assert picker.pick(pool="chat", body=body).addresses[0] == other
 
 
 def test_without_token_ids_routing_history_decides() -> None:
-    held = HeldBlocks()
-    picker = Picker(fleet=_fleet({}), held=held)  # no tokenizer
+    blocks = CachedBlocks()
+    picker = Picker(fleet=_fleet({}), cached_blocks=blocks)  # no tokenizer
     body = _body(WORDS)
-    sent = picker.pick(pool="chat", body=body)[0]
-    held.apply(sent, [AllCleared()])
-    assert picker.pick(pool="chat", body=body)[0] == sent
+    sent = picker.pick(pool="chat", body=body).addresses[0]
+    blocks.apply(sent, [AllCleared()])
+    assert picker.pick(pool="chat", body=body).addresses[0] == sent
 
 
 def test_a_server_whose_events_stopped_falls_back_to_routing_history() -> None:
-    held = HeldBlocks()
+    blocks = CachedBlocks()
     stopped: set[str] = set()
     picker = Picker(
         fleet=_fleet({}),
-        held=held,
+        cached_blocks=blocks,
         tokenizers=lambda pool: _tokenize,
         stale=lambda pool, address: address in stopped,
     )
     body = _body(WORDS)
-    sent = picker.pick(pool="chat", body=body)[0]
-    held.apply(sent, [AllCleared()])  # its events say it holds nothing (any more)...
+    sent = picker.pick(pool="chat", body=body).addresses[0]
+    blocks.apply(sent, [AllCleared()])  # its events say it holds nothing (any more)...
     stored = BlocksStored(
         block_hashes=[1], parent_block_hash=None, token_ids=list(range(16)), block_size=16
     )
-    held.apply(next(a for a in (A, B, C) if a != sent), [stored])
-    assert picker.pick(pool="chat", body=body)[0] != sent
+    blocks.apply(next(a for a in (A, B, C) if a != sent), [stored])
+    assert picker.pick(pool="chat", body=body).addresses[0] != sent
     stopped.add(sent)  # ...but they stopped: where the picker sent the prompt counts again
-    assert picker.pick(pool="chat", body=body)[0] == sent
+    assert picker.pick(pool="chat", body=body).addresses[0] == sent
 
 
 def test_a_prompt_still_prefilling_is_claimed_until_its_server_answers() -> None:
     # Events follow the prefill: a second request with the prompt's prefix, picked before the
     # first's server has stored (and published) its blocks, goes where the first went.
-    held = HeldBlocks()
-    picker = Picker(fleet=_fleet({}), held=held, tokenizers=lambda pool: _tokenize)
+    blocks = CachedBlocks()
+    picker = Picker(fleet=_fleet({}), cached_blocks=blocks, tokenizers=lambda pool: _tokenize)
     for address in (A, B, C):
-        held.apply(address, [AllCleared()])  # all three publish events...
+        blocks.apply(address, [AllCleared()])  # all three publish events...
     other = BlocksStored(
         block_hashes=[7], parent_block_hash=None, token_ids=list(range(900, 916)), block_size=16
     )
-    held.apply(C, [other])  # ...and hold nothing of the prompt
-    first = picker.pick(pool="chat", body=_body(WORDS), request="first")[0]
+    blocks.apply(C, [other])  # ...and hold nothing of the prompt
+    first = picker.pick(pool="chat", body=_body(WORDS), request="first").addresses[0]
     for k in range(4):  # other prompts, first words apart
         again = picker.pick(pool="chat", body=_body([*WORDS[:200], f"x{k}"]), request=k)
-        assert again[0] == first
+        assert again.addresses[0] == first
     # Answered: the claim is over, and the events (which say nothing is held) decide.
     for request in ("first", 0, 1, 2, 3):
         picker.served(pool="chat", request=request, address=first)
@@ -173,10 +173,10 @@ def test_a_pick_encodes_the_prompt_only_as_far_as_some_server_holds_it(tmp_path:
     )
     whole = engine.tokenizer.encode(rendered, add_special_tokens=False)  # no pick's budget
     held_ids = list(whole.ids[: len(whole.ids) // 2 // 16 * 16])  # about the system prompt
-    held = HeldBlocks()
+    blocks = CachedBlocks()
     for address in (A, B, C):
-        held.apply(address, [AllCleared()])
-    held.apply(
+        blocks.apply(address, [AllCleared()])
+    blocks.apply(
         B,
         [
             BlocksStored(
@@ -188,8 +188,10 @@ def test_a_pick_encodes_the_prompt_only_as_far_as_some_server_holds_it(tmp_path:
         ],
     )
     tokenizer = PromptTokenizer.load(directory, warm=False)  # what the pick itself encodes
-    picker = Picker(fleet=_fleet({}), held=held, tokenizers=lambda pool: tokenizer.token_ids)
-    assert picker.pick(pool="chat", body=json.dumps(doc).encode())[0] == B
+    picker = Picker(
+        fleet=_fleet({}), cached_blocks=blocks, tokenizers=lambda pool: tokenizer.token_ids
+    )
+    assert picker.pick(pool="chat", body=json.dumps(doc).encode()).addresses[0] == B
     text_pieces = len(json.dumps(doc)) // CHUNK_CHARS
     assert 1 <= len(tokenizer._pieces) < text_pieces  # not every piece was encoded
     prompt = read_prompt(json.dumps(doc).encode(), prefix_bytes=256, tokenize=tokenizer.token_ids)

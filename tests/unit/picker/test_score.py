@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from xds_control.picker.score import Candidate, costs, rank
+from xds_control.picker.score import Candidate, costs, prompt_terms, rank
 
 
 def _fleet(*weights: int) -> list[Candidate]:
@@ -135,9 +135,10 @@ def test_a_higher_move_cost_keeps_the_request_on_its_holder_past_a_longer_queue(
 def test_costs_are_queue_plus_uncached_over_speed() -> None:
     a, b = _fleet(50, 50)
     b = b._replace(speed=0.5)
-    got = costs(
-        [a, b], tokens=300, cached={b.address: 200.0}, queued={a.address: 50.0}, move_cost=2.0
+    terms = prompt_terms(
+        tokens=300, cached={b.address: 200.0}, queued={a.address: 50.0}, move_cost=2.0
     )
+    got = costs([a, b], terms=terms)
     # a: 50 queued + 300 uncached + the 200 b holds, redone; b: 100 uncached at half speed.
     assert got == {a.address: 550.0, b.address: 200.0}
 

@@ -1,4 +1,5 @@
-"""What each server holds, as its KV-cache events say: the picker's index from events.
+"""Which blocks each server has cached, as its KV-cache events say: the picker's index from
+events.
 
 Blocks are keyed by their token content with the picker's own chain (``token_keys``): block
 ``i``'s key covers every token id up to the end of block ``i``. A ``BlockStored`` names the
@@ -22,7 +23,7 @@ from xds_control.picker.index import LeadingRuns
 from xds_control.picker.prefix import BlockKey, chain_keys
 from xds_control.signals.kv_wire import AllCleared, BlockHash, BlocksRemoved, BlocksStored, KvEvent
 
-__all__ = ["HeldBlocks", "HeldPrefix", "token_keys"]
+__all__ = ["CachedBlocks", "CachedPrefix", "token_keys"]
 
 _ROOT: BlockKey = 0
 
@@ -36,10 +37,10 @@ def token_keys(
     return chain_keys(array("Q", token_ids).tobytes(), step=block_size * 8, parent=parent)
 
 
-class HeldPrefix:
+class CachedPrefix:
     """The servers that hold a prompt's leading blocks, followed as its ids are read, so that
     a pick encodes the prompt only as far as some server holds it (``read`` answers a
-    tokenizer's ``wanted``). ``matched`` is ``HeldBlocks.matched`` of every id read."""
+    tokenizer's ``wanted``). ``matched`` is ``CachedBlocks.matched`` of every id read."""
 
     def __init__(self, holders: Mapping[BlockKey, set[str]], *, block_size: int) -> None:
         self._holders = holders
@@ -71,7 +72,7 @@ class HeldPrefix:
         return self._runs.counts()
 
 
-class HeldBlocks:
+class CachedBlocks:
     """Every server's blocks; ``apply`` follows one server's events in order."""
 
     def __init__(self) -> None:
@@ -89,13 +90,13 @@ class HeldBlocks:
         """Whether ``server`` has sent events (since it was last forgotten)."""
         return server in self._by_hash
 
-    def held(self, server: str) -> int:
+    def cached(self, server: str) -> int:
         """How many of ``server``'s blocks this index keys."""
         return len(self._by_hash.get(server, ()))
 
-    def prefix(self, *, block_size: int) -> HeldPrefix:
+    def prefix(self, *, block_size: int) -> CachedPrefix:
         """A prompt's match, followed as its ids are read."""
-        return HeldPrefix(self._holders, block_size=block_size)
+        return CachedPrefix(self._holders, block_size=block_size)
 
     def matched(self, keys: Sequence[BlockKey]) -> dict[str, int]:
         """Server -> how many leading ``keys`` its events say it holds (servers holding none
