@@ -20,19 +20,11 @@ from typing import Any
 import pytest
 
 from component.discovery.fake_kube_api import FakeKubeApi, endpoint, endpoint_slice, pod
-from e2e.stack import EchoStack, echo_stack, eventually, traffic
+from e2e.stack import EchoStack, echo_stack, envoy_holds, eventually, traffic
 from xds_lab.harness.pool_config import one_pool_config
 
 WAIT_S = 5.0
 """Each change must reach Envoy well within this, far below the 30 s reconcile period."""
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeKubeApi]:
-    server = FakeKubeApi(bookmark_s=0.5)
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def backend_slice(
@@ -72,12 +64,7 @@ async def start(stack: EchoStack, api: FakeKubeApi, **pool: Any) -> None:
 async def envoy_sees(stack: EchoStack, want: dict[int, str], *, what: str) -> None:
     """Wait until Envoy's cluster holds exactly backends ``want`` with those EDS healths."""
     expected = {stack.backends.address(i): health for i, health in want.items()}
-
-    async def check() -> bool:
-        hosts = await stack.envoy_hosts()
-        return {name: host.health for name, host in hosts.items()} == expected
-
-    await eventually(check, timeout=WAIT_S, what=what)
+    await envoy_holds(stack, expected, what=what, timeout=WAIT_S)
 
 
 async def test_add_not_ready_terminating_and_delete_reach_envoy(

@@ -20,31 +20,20 @@ from typing import Any
 import pytest
 
 from component.discovery.fake_kube_api import FakeKubeApi, inference_pool, pod
-from e2e.stack import EchoStack, eventually, traffic
-from xds_lab.harness.backends import EchoBackends
+from e2e import inference_pools
+from e2e.stack import EchoStack, envoy_holds, traffic
 from xds_lab.harness.pool_config import one_pool_config
-from xds_lab.harness.ports import free_port
-from xds_lab.harness.stack import Stack
 
 WAIT_S = 5.0
 """Each change must reach Envoy well within this, far below the 30 s reconcile period."""
 LLAMA = {"app": "vllm-llama3"}
-HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeKubeApi]:
-    server = FakeKubeApi(bookmark_s=0.5)
-    await server.start()
-    yield server
-    await server.stop()
+HOSTS = inference_pools.pod_hosts(3)
 
 
 @pytest.fixture
 async def pods_stack(tmp_path: Path) -> AsyncIterator[EchoStack]:
     """Three echo backends, one per pod IP, all on the InferencePool's one target port."""
-    port = free_port()
-    made = Stack(workdir=tmp_path, backends=EchoBackends(ports=[port] * 3, hosts=HOSTS))
+    made = inference_pools.pods_stack(tmp_path, pods=len(HOSTS))
     try:
         yield made
     finally:
@@ -79,12 +68,7 @@ async def start(stack: EchoStack, api: FakeKubeApi) -> None:
 async def envoy_sees(stack: EchoStack, want: list[int], *, what: str) -> None:
     """Wait until Envoy's cluster holds exactly backends ``want``, all HEALTHY."""
     expected = {stack.backends.address(i): "HEALTHY" for i in want}
-
-    async def check() -> bool:
-        hosts = await stack.envoy_hosts()
-        return {name: host.health for name, host in hosts.items()} == expected
-
-    await eventually(check, timeout=WAIT_S, what=what)
+    await envoy_holds(stack, expected, what=what, timeout=WAIT_S)
 
 
 async def test_selected_pods_reach_envoy_as_they_turn_ready_and_go(
