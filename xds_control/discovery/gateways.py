@@ -15,7 +15,7 @@ from xds_control.config import GatewayFleet
 from xds_control.config.discovery import KubernetesDiscovery
 from xds_control.discovery.dns import DnsSource
 from xds_control.discovery.health import Health
-from xds_control.discovery.kubernetes.slice_source import KubernetesSource
+from xds_control.discovery.kubernetes import KubernetesSource
 from xds_control.tasks import guarded_task
 
 __all__ = ["CONTROL_PLANES", "FleetSize", "fleet_key", "follow_fleets", "sized_fleets"]

@@ -18,9 +18,7 @@ from xds_control.config import Pool
 from xds_control.discovery.devices import SingleDeviceSource
 from xds_control.discovery.dns import DnsSource
 from xds_control.discovery.file import FileSource
-from xds_control.discovery.kubernetes.inference_pool import FailureMode
-from xds_control.discovery.kubernetes.inference_pool_source import InferencePoolSource
-from xds_control.discovery.kubernetes.slice_source import KubernetesSource
+from xds_control.discovery.kubernetes import FailureMode, InferencePoolSource, KubernetesSource
 from xds_control.discovery.protocol import EndpointSource
 from xds_control.discovery.static import StaticSource
 from xds_control.tasks import guarded_task

@@ -88,7 +88,7 @@ class InferencePoolCatalog(WatchedSource[InferencePoolsDiscovery, tuple[str, ...
         self._publish()
 
     async def _apply(self, event: WatchEvent) -> None:
-        name = str((event.object.get("metadata") or {}).get("name", ""))
+        name = event.name
         if event.type == "DELETED":
             self._objects.pop(name, None)
         elif event.type in ("ADDED", "MODIFIED"):

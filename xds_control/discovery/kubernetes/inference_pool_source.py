@@ -123,7 +123,7 @@ class InferencePoolSource(WatchedSource[InferencePoolDiscovery, tuple[Endpoint, 
         self._take_pool(listing.items.get(self._settings.name))
 
     async def _pool_event(self, event: WatchEvent) -> None:
-        name = (event.object.get("metadata") or {}).get("name")
+        name = event.name
         if name != self._settings.name:
             return
         self._take_pool(None if event.type == "DELETED" else event.object)
@@ -182,22 +182,20 @@ class InferencePoolSource(WatchedSource[InferencePoolDiscovery, tuple[Endpoint, 
         self._pod_task = guarded_task(follow, name=f"inferencepool-{self._settings.name}-pods")
 
     async def _pods_listed_now(self, listing: Listing) -> None:
-        before = {e.address for e in self._endpoints}
+        before = self._endpoints
         self._pods, self._pods_listed, self._served = dict(listing.items), True, True
         self._first.set()
         self._publish()
-        after = {e.address for e in self._endpoints}
-        self._log.info(
+        self._log_listed(
             "InferencePool pods listed",
-            resource_version=listing.resource_version,
+            listing,
+            before=before,
+            after=self._endpoints,
             pods=len(self._pods),
-            endpoints=len(after),
-            added=sorted(after - before),
-            removed=sorted(before - after),
         )
 
     async def _pod_event(self, event: WatchEvent) -> None:
-        name = str((event.object.get("metadata") or {}).get("name", ""))
+        name = event.name
         if event.type in ("ADDED", "MODIFIED"):
             self._pods[name] = event.object
         elif event.type == "DELETED":

@@ -89,24 +89,22 @@ class KubernetesSource(WatchedSource[KubernetesDiscovery, tuple[Endpoint, ...]])
         )
 
     async def _take_listing(self, listing: Listing) -> None:
-        before = {e.address for e in self._endpoints}
+        before = self._endpoints
         self._items = listing.items
         await self._read_pods(listing.items.values())
         self._slices = {name: self._parse(item) for name, item in listing.items.items()}
         self._first.set()
         self._publish()
-        after = {e.address for e in self._endpoints}
-        self._log.info(
+        self._log_listed(
             "EndpointSlices listed",
-            resource_version=listing.resource_version,
+            listing,
+            before=before,
+            after=self._endpoints,
             slices=len(self._slices),
-            endpoints=len(after),
-            added=sorted(after - before),
-            removed=sorted(before - after),
         )
 
     async def _apply(self, event: WatchEvent) -> None:
-        name = str((event.object.get("metadata") or {}).get("name", ""))
+        name = event.name
         if event.type in ("ADDED", "MODIFIED"):
             self._items[name] = event.object
             await self._read_pods([event.object])

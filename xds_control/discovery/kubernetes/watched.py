@@ -20,10 +20,11 @@ A failure logs ``_FAILED_EVENT`` once per new message and wakes the loop, which 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from xds_control.config.discovery import KubeConnection
+from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.kubernetes.client import KubeApi, connect
 from xds_control.discovery.kubernetes.list_watch import Listing, Request, WatchEvent, follow
 from xds_control.errors import DiscoveryError
@@ -139,6 +140,26 @@ class WatchedSource(Generic[SettingsT, AnswerT]):
     async def _connect(self) -> None:
         if self._api is None:
             self._api = await connect(self._settings)
+
+    def _log_listed(
+        self,
+        event: str,
+        listing: Listing,
+        *,
+        before: Iterable[Endpoint],
+        after: Iterable[Endpoint],
+        **counts: int,
+    ) -> None:
+        """Log a list's answer: its version, ``counts`` and the endpoints it added and removed."""
+        was, now = {e.address for e in before}, {e.address for e in after}
+        self._log.info(
+            event,
+            resource_version=listing.resource_version,
+            **counts,
+            endpoints=len(now),
+            added=sorted(now - was),
+            removed=sorted(was - now),
+        )
 
     def _fail(self, key: str, message: str, *, event: str | None = None) -> None:
         if self._errors.get(key) != message:
