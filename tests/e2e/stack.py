@@ -82,3 +82,12 @@ async def envoy_holds(
         return {name: host.health for name, host in hosts.items()} == dict(expected)
 
     await eventually(check, timeout=timeout, what=what)
+
+
+async def start_one_pool(stack: EchoStack, pool: Mapping[str, Any]) -> None:
+    """The control plane with ``pool`` (its settings but the name) as its one pool, ``chat``,
+    reconciling every 30 s, longer than any wait for a watched change; one Envoy."""
+    config = one_pool_config(endpoints=[], listener_port=stack.listener_port)
+    config["pools"][0] = {"name": "chat", **pool}
+    config["signals"] = {"reconcile_period_s": 30}
+    await stack.start(config)

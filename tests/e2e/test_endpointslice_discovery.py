@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from component.discovery.fake_kube_api import FakeKubeApi, endpoint, endpoint_slice, pod
-from e2e.stack import EchoStack, echo_stack, envoy_holds, eventually, traffic
-from xds_lab.harness.pool_config import one_pool_config
+from e2e.stack import EchoStack, echo_stack, envoy_holds, eventually, start_one_pool, traffic
 
 WAIT_S = 5.0
 """Each change must reach Envoy well within this, far below the 30 s reconcile period."""
@@ -44,21 +43,15 @@ def backend_slice(
 
 
 async def start(stack: EchoStack, api: FakeKubeApi, **pool: Any) -> None:
-    config = one_pool_config(endpoints=[], listener_port=stack.listener_port)
     kubeconfig = api.write_kubeconfig(stack.workdir / "kubeconfig")
-    config["pools"][0] = {
-        "name": "chat",
-        "kubernetes": {
-            "namespace": "llm",
-            "service": "vllm",
-            "port": "http",
-            "kubeconfig": str(kubeconfig),
-            "relist_backoff_s": 0.1,
-        },
-        **pool,
+    watch = {
+        "namespace": "llm",
+        "service": "vllm",
+        "port": "http",
+        "kubeconfig": str(kubeconfig),
+        "relist_backoff_s": 0.1,
     }
-    config["signals"] = {"reconcile_period_s": 30}
-    await stack.start(config)
+    await start_one_pool(stack, {"kubernetes": watch, **pool})
 
 
 async def envoy_sees(stack: EchoStack, want: dict[int, str], *, what: str) -> None:

@@ -21,8 +21,7 @@ import pytest
 
 from component.discovery.fake_kube_api import FakeKubeApi, inference_pool, pod
 from e2e import inference_pools
-from e2e.stack import EchoStack, envoy_holds, traffic
-from xds_lab.harness.pool_config import one_pool_config
+from e2e.stack import EchoStack, envoy_holds, start_one_pool, traffic
 
 WAIT_S = 5.0
 """Each change must reach Envoy well within this, far below the 30 s reconcile period."""
@@ -50,19 +49,9 @@ def model_server(index: int, **state: Any) -> dict[str, Any]:
 
 
 async def start(stack: EchoStack, api: FakeKubeApi) -> None:
-    config = one_pool_config(endpoints=[], listener_port=stack.listener_port)
     kubeconfig = api.write_kubeconfig(stack.workdir / "kubeconfig")
-    config["pools"][0] = {
-        "name": "chat",
-        "inference_pool": {
-            "namespace": "llm",
-            "name": "llama",
-            "kubeconfig": str(kubeconfig),
-            "relist_backoff_s": 0.1,
-        },
-    }
-    config["signals"] = {"reconcile_period_s": 30}
-    await stack.start(config)
+    watch = {"namespace": "llm", "name": "llama", "kubeconfig": str(kubeconfig)}
+    await start_one_pool(stack, {"inference_pool": {**watch, "relist_backoff_s": 0.1}})
 
 
 async def envoy_sees(stack: EchoStack, want: list[int], *, what: str) -> None:
