@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from component.discovery.fake_kube_api import FakeKubeApi
 from e2e.stack import EchoStack, echo_stack
 from xds_lab.harness.envoy import find_envoy
 
@@ -28,3 +29,13 @@ async def stack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield stack
     finally:
         await stack.close()
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeKubeApi]:
+    """The local Kubernetes list/watch API server (tests/component/discovery/fake_kube_api.py),
+    started; the Kubernetes and InferencePool tests' control planes reach it by kubeconfig."""
+    server = FakeKubeApi(bookmark_s=0.5)
+    await server.start()
+    yield server
+    await server.stop()

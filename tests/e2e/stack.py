@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pytest
 
 from xds_control.xds.bootstrap import AdsVariant
 from xds_lab.harness.backends import BACKEND_HEADER, EchoBackends
-from xds_lab.harness.pool_config import one_pool_config
+from xds_lab.harness.pool_config import POOL, one_pool_config
 from xds_lab.harness.ports import free_port
 from xds_lab.harness.stack import Stack
 from xds_lab.harness.traffic import count_backends
@@ -64,3 +64,30 @@ async def eventually(
             return
         await asyncio.sleep(0.2)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def envoy_holds(
+    stack: EchoStack,
+    expected: Mapping[str, str],
+    *,
+    what: str,
+    timeout: float,
+    pool: str = POOL,
+) -> None:
+    """Wait until Envoy's cluster ``pool`` holds exactly the hosts ``expected`` (server name ->
+    EDS health, as ``envoy_hosts`` names them)."""
+
+    async def check() -> bool:
+        hosts = await stack.envoy_hosts(pool=pool)
+        return {name: host.health for name, host in hosts.items()} == dict(expected)
+
+    await eventually(check, timeout=timeout, what=what)
+
+
+async def start_one_pool(stack: EchoStack, pool: Mapping[str, Any]) -> None:
+    """The control plane with ``pool`` (its settings but the name) as its one pool, ``chat``,
+    reconciling every 30 s, longer than any wait for a watched change; one Envoy."""
+    config = one_pool_config(endpoints=[], listener_port=stack.listener_port)
+    config["pools"][0] = {"name": "chat", **pool}
+    config["signals"] = {"reconcile_period_s": 30}
+    await stack.start(config)

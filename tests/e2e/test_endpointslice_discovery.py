@@ -20,19 +20,10 @@ from typing import Any
 import pytest
 
 from component.discovery.fake_kube_api import FakeKubeApi, endpoint, endpoint_slice, pod
-from e2e.stack import EchoStack, echo_stack, eventually, traffic
-from xds_lab.harness.pool_config import one_pool_config
+from e2e.stack import EchoStack, echo_stack, envoy_holds, eventually, start_one_pool, traffic
 
 WAIT_S = 5.0
 """Each change must reach Envoy well within this, far below the 30 s reconcile period."""
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeKubeApi]:
-    server = FakeKubeApi(bookmark_s=0.5)
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def backend_slice(
@@ -52,32 +43,21 @@ def backend_slice(
 
 
 async def start(stack: EchoStack, api: FakeKubeApi, **pool: Any) -> None:
-    config = one_pool_config(endpoints=[], listener_port=stack.listener_port)
     kubeconfig = api.write_kubeconfig(stack.workdir / "kubeconfig")
-    config["pools"][0] = {
-        "name": "chat",
-        "kubernetes": {
-            "namespace": "llm",
-            "service": "vllm",
-            "port": "http",
-            "kubeconfig": str(kubeconfig),
-            "relist_backoff_s": 0.1,
-        },
-        **pool,
+    watch = {
+        "namespace": "llm",
+        "service": "vllm",
+        "port": "http",
+        "kubeconfig": str(kubeconfig),
+        "relist_backoff_s": 0.1,
     }
-    config["signals"] = {"reconcile_period_s": 30}
-    await stack.start(config)
+    await start_one_pool(stack, {"kubernetes": watch, **pool})
 
 
 async def envoy_sees(stack: EchoStack, want: dict[int, str], *, what: str) -> None:
     """Wait until Envoy's cluster holds exactly backends ``want`` with those EDS healths."""
     expected = {stack.backends.address(i): health for i, health in want.items()}
-
-    async def check() -> bool:
-        hosts = await stack.envoy_hosts()
-        return {name: host.health for name, host in hosts.items()} == expected
-
-    await eventually(check, timeout=WAIT_S, what=what)
+    await envoy_holds(stack, expected, what=what, timeout=WAIT_S)
 
 
 async def test_add_not_ready_terminating_and_delete_reach_envoy(

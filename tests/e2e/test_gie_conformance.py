@@ -118,14 +118,6 @@ async def test_gateway_destination_endpoint_served(gateway: Gateway) -> None:
 # Envoy as xds-control configures it from InferencePools (e2e.inference_pools).
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[FakeKubeApi]:
-    server = FakeKubeApi(bookmark_s=0.5)
-    await server.start()
-    yield server
-    await server.stop()
-
-
 async def test_epp_unavailable_fail_close(tmp_path: Path, api: FakeKubeApi) -> None:
     """Our own case beside EppUnAvailableFailOpen: one gateway, a FailClose pool and a FailOpen
     pool from their InferencePools, the picker killed. The FailClose pool refuses every request

@@ -20,31 +20,19 @@ from typing import Any
 import pytest
 
 from component.discovery.fake_kube_api import FakeKubeApi, inference_pool, pod
-from e2e.stack import EchoStack, eventually, traffic
-from xds_lab.harness.backends import EchoBackends
-from xds_lab.harness.pool_config import one_pool_config
-from xds_lab.harness.ports import free_port
-from xds_lab.harness.stack import Stack
+from e2e import inference_pools
+from e2e.stack import EchoStack, envoy_holds, start_one_pool, traffic
 
 WAIT_S = 5.0
 """Each change must reach Envoy well within this, far below the 30 s reconcile period."""
 LLAMA = {"app": "vllm-llama3"}
-HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeKubeApi]:
-    server = FakeKubeApi(bookmark_s=0.5)
-    await server.start()
-    yield server
-    await server.stop()
+HOSTS = inference_pools.pod_hosts(3)
 
 
 @pytest.fixture
 async def pods_stack(tmp_path: Path) -> AsyncIterator[EchoStack]:
     """Three echo backends, one per pod IP, all on the InferencePool's one target port."""
-    port = free_port()
-    made = Stack(workdir=tmp_path, backends=EchoBackends(ports=[port] * 3, hosts=HOSTS))
+    made = inference_pools.pods_stack(tmp_path, pods=len(HOSTS))
     try:
         yield made
     finally:
@@ -61,30 +49,15 @@ def model_server(index: int, **state: Any) -> dict[str, Any]:
 
 
 async def start(stack: EchoStack, api: FakeKubeApi) -> None:
-    config = one_pool_config(endpoints=[], listener_port=stack.listener_port)
     kubeconfig = api.write_kubeconfig(stack.workdir / "kubeconfig")
-    config["pools"][0] = {
-        "name": "chat",
-        "inference_pool": {
-            "namespace": "llm",
-            "name": "llama",
-            "kubeconfig": str(kubeconfig),
-            "relist_backoff_s": 0.1,
-        },
-    }
-    config["signals"] = {"reconcile_period_s": 30}
-    await stack.start(config)
+    watch = {"namespace": "llm", "name": "llama", "kubeconfig": str(kubeconfig)}
+    await start_one_pool(stack, {"inference_pool": {**watch, "relist_backoff_s": 0.1}})
 
 
 async def envoy_sees(stack: EchoStack, want: list[int], *, what: str) -> None:
     """Wait until Envoy's cluster holds exactly backends ``want``, all HEALTHY."""
     expected = {stack.backends.address(i): "HEALTHY" for i in want}
-
-    async def check() -> bool:
-        hosts = await stack.envoy_hosts()
-        return {name: host.health for name, host in hosts.items()} == expected
-
-    await eventually(check, timeout=WAIT_S, what=what)
+    await envoy_holds(stack, expected, what=what, timeout=WAIT_S)
 
 
 async def test_selected_pods_reach_envoy_as_they_turn_ready_and_go(

@@ -24,14 +24,6 @@ ROUTES = [
 
 
 @pytest.fixture
-async def api() -> AsyncIterator[FakeKubeApi]:
-    server = FakeKubeApi(bookmark_s=0.5)
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
 async def stack(tmp_path: Path) -> AsyncIterator[EchoStack]:
     made = pods_stack(tmp_path, pods=4)
     try:

@@ -12,18 +12,20 @@ from xds_control.discovery.gateways import (
     sized_fleets,
 )
 from xds_control.discovery.health import Health
-from xds_control.discovery.inference_pool import InferencePoolSource
-from xds_control.discovery.inference_pool_catalog import InferencePoolCatalog
-from xds_control.discovery.kubernetes import KubernetesSource
-from xds_control.discovery.kubernetes_inference_pool import FailureMode
-from xds_control.discovery.source import EndpointSource
-from xds_control.discovery.sources import (
+from xds_control.discovery.kubernetes import (
+    FailureMode,
+    InferencePoolCatalog,
+    InferencePoolSource,
+    KubernetesSource,
+)
+from xds_control.discovery.pool_sources import (
     carry_over,
     close_sources,
     endpoint_source,
     endpoints_path,
     failure_modes,
 )
+from xds_control.discovery.protocol import EndpointSource
 from xds_control.discovery.static import StaticSource, to_endpoints
 
 __all__ = [

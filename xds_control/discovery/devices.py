@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xds_control.config.devices import single_device_problem
 from xds_control.discovery.endpoint import Endpoint
-from xds_control.discovery.source import EndpointSource
+from xds_control.discovery.protocol import EndpointSource
 from xds_control.errors import DiscoveryError
 
 __all__ = ["SingleDeviceSource"]

@@ -24,7 +24,7 @@ from xds_control.discovery import (
     close_sources,
     endpoint_source,
 )
-from xds_control.discovery.inference_pool import InferencePoolSource
+from xds_control.discovery.kubernetes.inference_pool_source import InferencePoolSource
 from xds_control.errors import DiscoveryError
 
 PORT = 8000

@@ -13,7 +13,7 @@ import pytest
 
 from component.discovery.fake_kube_api import FakeKubeApi, endpoint, endpoint_slice
 from xds_control.config.discovery import KubernetesDiscovery
-from xds_control.discovery.kubernetes import KubernetesSource
+from xds_control.discovery.kubernetes.slice_source import KubernetesSource
 
 SLICES = 1001
 """Three pages of the 500 the client asks for."""

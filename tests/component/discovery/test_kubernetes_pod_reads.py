@@ -20,7 +20,7 @@ from xds_control.config.devices import Device
 from xds_control.config.discovery import KubernetesDiscovery
 from xds_control.control import ControlLoop
 from xds_control.discovery import Endpoint, close_sources
-from xds_control.discovery.kubernetes import KubernetesSource
+from xds_control.discovery.kubernetes.slice_source import KubernetesSource
 
 PORT = 8000
 SERVICE_LABELS = {"xds-control.io/gpu-class": "a100-80gb", "xds-control.io/batch-slots": "64"}

@@ -17,7 +17,7 @@ from component.discovery.fake_kube_api import FakeKubeApi, endpoint, endpoint_sl
 from component.discovery.polling import until, until_error
 from xds_control.config.discovery import KubernetesDiscovery
 from xds_control.discovery import Endpoint, Health
-from xds_control.discovery.kubernetes import KubernetesSource
+from xds_control.discovery.kubernetes.slice_source import KubernetesSource
 from xds_control.errors import DiscoveryError
 
 PORT = 8000

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from xds_control.discovery.kubernetes_inference_pool import (
+from xds_control.discovery.kubernetes.inference_pool import (
     InferencePoolError,
     PickerRef,
     label_selector,

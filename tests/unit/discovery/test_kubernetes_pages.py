@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from xds_control.discovery.kubernetes_watch import Pages
+from xds_control.discovery.kubernetes.list_watch import Pages
 
 
 def page(names: list[str], *, version: str = "7", token: str | None = None) -> dict[str, Any]:

@@ -11,14 +11,14 @@ from structlog.testing import capture_logs
 
 from xds_control.config import Engine, KvEventPorts, Pool, engine_of
 from xds_control.config.devices import Device
-from xds_control.discovery.kubernetes_pods import (
+from xds_control.discovery.kubernetes.pods import (
     PodFacts,
     PodRef,
     label_facts,
     pod_facts,
     pod_ref,
 )
-from xds_control.discovery.kubernetes_slices import slice_endpoints, slice_pods
+from xds_control.discovery.kubernetes.slices import slice_endpoints, slice_pods
 
 UID = "6f1c-uid"
 

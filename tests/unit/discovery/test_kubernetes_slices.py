@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from xds_control.discovery import Health
-from xds_control.discovery.kubernetes_slices import (
+from xds_control.discovery.kubernetes.slices import (
     SliceError,
     condition_health,
     merge_slices,

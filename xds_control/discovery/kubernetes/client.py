@@ -2,7 +2,7 @@
 
 ``kubernetes_asyncio`` does the connection (kubeconfig contexts and exec/token auth, the service
 account's token and CA, TLS) on aiohttp, which the control plane already runs on; the list/watch
-protocol over it is ``kubernetes_watch``'s, on raw JSON, so 410 Gone and broken streams are
+protocol over it is ``list_watch``'s, on raw JSON, so 410 Gone and broken streams are
 handled here rather than inside the client's own retry.
 """
 

@@ -8,7 +8,7 @@ as the Inference Extension's own picker does). A pod that is not ready is left o
 kept UNHEALTHY: the pool names pods, not Service endpoints, and a pod that is still starting is
 not a server yet. The facts of each server (engine, GPU class, model, batch slots, its GPU)
 come from the pod's labels and annotations, read as for the EndpointSlice source
-(``kubernetes_pods``).
+(``pods``).
 
 ``spec.endpointPickerRef.failureMode`` is kept (``PickerRef``): the control loop makes the
 pool's picker fail open or closed by it (``control.discovered``).
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from xds_control.discovery.endpoint import Endpoint
-from xds_control.discovery.kubernetes_pods import apply_pod, pod_facts
+from xds_control.discovery.kubernetes.pods import apply_pod, pod_facts
 
 __all__ = [
     "FailureMode",

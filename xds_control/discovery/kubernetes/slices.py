@@ -3,7 +3,7 @@ Pure.
 
 Per-server facts come first from the slice's own labels: the EndpointSlice controller copies a
 Service's labels onto each of its slices, so labelling the Service once describes every server
-behind it. What each endpoint's pod says (``kubernetes_pods``: its own labels, and the only
+behind it. What each endpoint's pod says (``pods``: its own labels, and the only
 word on its GPU) is put over that, when the pods were read.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from xds_control.discovery.endpoint import Endpoint
 from xds_control.discovery.health import Health
-from xds_control.discovery.kubernetes_pods import (
+from xds_control.discovery.kubernetes.pods import (
     PodFacts,
     PodRef,
     apply_pod,

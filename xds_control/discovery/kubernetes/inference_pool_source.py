@@ -1,7 +1,7 @@
 """Endpoints of a Gateway API Inference Extension InferencePool, kept current by listing and
 watching the pool and the pods it selects.
 
-Two watches, each a list and then a watch from the list's resourceVersion (``kubernetes_watch``:
+Two watches, each a list and then a watch from the list's resourceVersion (``list_watch``:
 paged lists, bookmarks, 410 Gone lists again, a broken stream lists again after a backoff), as
 the EndpointSlice source does:
 
@@ -26,22 +26,18 @@ import structlog
 
 from xds_control.config.discovery import InferencePoolDiscovery
 from xds_control.discovery.endpoint import Endpoint
-from xds_control.discovery.kubernetes_client import (
-    KubeApi,
-    connect,
-    custom_objects_api,
-    pods_api,
-)
-from xds_control.discovery.kubernetes_inference_pool import (
+from xds_control.discovery.kubernetes.client import custom_objects_api, pods_api
+from xds_control.discovery.kubernetes.inference_pool import (
     InferencePoolError,
     PoolSpec,
     label_selector,
     pool_endpoints,
     pool_spec,
 )
-from xds_control.discovery.kubernetes_watch import Listing, Request, WatchEvent, follow
+from xds_control.discovery.kubernetes.list_watch import Listing, Request, WatchEvent
+from xds_control.discovery.kubernetes.watched import WatchedSource
 from xds_control.errors import DiscoveryError
-from xds_control.tasks import guarded_task, wait_set
+from xds_control.tasks import guarded_task
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "InferencePoolSource"]
 
@@ -51,18 +47,20 @@ VERSION = "v1"
 PLURAL = "inferencepools"
 
 
-class InferencePoolSource:
+class InferencePoolSource(WatchedSource[InferencePoolDiscovery, tuple[Endpoint, ...]]):
     """The endpoints of InferencePool ``settings.namespace/settings.name``. ``wake`` is called
     (on the event loop) whenever they change. The watch tasks start on the first ``fetch`` and
-    end with ``close``."""
+    end with ``close`` (``WatchedSource``)."""
+
+    _FAILED_EVENT = "InferencePool watch failed; listing again"
 
     def __init__(
         self, settings: InferencePoolDiscovery, *, pool: str, wake: Callable[[], None]
     ) -> None:
-        self._settings = settings
-        self._wake = wake
-        self._name = f"{settings.namespace}/{settings.name}"
-        self._log = log.bind(pool=pool, inference_pool=self._name)
+        name = f"{settings.namespace}/{settings.name}"
+        bound = log.bind(pool=pool, inference_pool=name)
+        super().__init__(settings, wake=wake, log=bound, task=f"inferencepool-{settings.name}")
+        self._name = name
         self._spec: PoolSpec | None = None
         self._found: bool | None = None
         """Whether the InferencePool exists; ``None`` until it was first listed."""
@@ -72,17 +70,7 @@ class InferencePoolSource:
         """Whether the pods were listed once: a selector change serves the old set until the
         new selection is listed."""
         self._endpoints: tuple[Endpoint, ...] = ()
-        self._errors: dict[str, str] = {}
-        self._first = asyncio.Event()
-        self._waited = False
-        self._task: asyncio.Task[None] | None = None
         self._pod_task: asyncio.Task[None] | None = None
-        self._api: KubeApi | None = None
-
-    @property
-    def settings(self) -> InferencePoolDiscovery:
-        """What it was built from: a reload with the same settings keeps this source."""
-        return self._settings
 
     @property
     def spec(self) -> PoolSpec | None:
@@ -90,33 +78,16 @@ class InferencePoolSource:
         ``endpointPickerRef`` with its ``failureMode``), ``None`` while it does not exist."""
         return self._spec
 
-    async def fetch(self) -> tuple[Endpoint, ...]:
-        """The pool's endpoints as last listed and watched. The first call starts the watches
-        and waits up to ``first_list_timeout_s`` for the first lists. ``DiscoveryError`` while
-        the InferencePool does not exist or is unusable, while nothing was listed yet, or while
-        the API cannot be reached (the loop then keeps the last good set)."""
-        if self._task is None:
-            self._task = guarded_task(self._run(), name=f"inferencepool-{self._settings.name}")
-        if not self._waited:
-            self._waited = True
-            await wait_set(self._first, timeout=self._settings.first_list_timeout_s)
-        if self._errors:
-            raise DiscoveryError("; ".join(self._errors[key] for key in sorted(self._errors)))
+    def _answer(self) -> tuple[Endpoint, ...]:
+        """``DiscoveryError`` while the InferencePool does not exist or nothing was listed."""
         if self._found is False:
             raise DiscoveryError(f"InferencePool {self._name} does not exist (waiting for it)")
         if self._spec is None or not self._served:
             raise DiscoveryError(f"InferencePool {self._name}: not listed yet")
         return self._endpoints
 
-    async def close(self) -> None:
-        """Stop watching and close the connection."""
-        for task in (self._task, self._pod_task):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-        if self._api is not None:
-            await self._api.api_client.close()
-            self._api = None
+    def _watch_tasks(self) -> tuple[asyncio.Task[None] | None, ...]:
+        return (self._task, self._pod_task)
 
     async def _run(self) -> None:
         await self._follow(
@@ -126,54 +97,6 @@ class InferencePoolSource:
             on_list=self._pool_listed,
             on_event=self._pool_event,
         )
-
-    async def _follow(
-        self,
-        *,
-        key: str,
-        what: str,
-        request: Callable[[], Request],
-        on_list: Callable[[Listing], None],
-        on_event: Callable[[WatchEvent], None],
-    ) -> None:
-        """``kubernetes_watch.follow`` for one of the two watches; its failures are reported
-        under ``key`` until its next list."""
-
-        async def listed(listing: Listing) -> None:
-            self._errors.pop(key, None)
-            on_list(listing)
-
-        async def event(each: WatchEvent) -> None:
-            on_event(each)
-
-        def failed(exc: Exception) -> None:
-            self._fail(key, str(exc) if isinstance(exc, DiscoveryError) else f"{what}: {exc!r}")
-
-        settings = self._settings
-        await follow(
-            what=what,
-            connect=self._connect,
-            request=request,
-            on_list=listed,
-            on_event=event,
-            on_failure=failed,
-            watch_timeout_s=settings.watch_timeout_s,
-            relist_backoff_s=settings.relist_backoff_s,
-            log=self._log,
-        )
-
-    async def _connect(self) -> None:
-        if self._api is None:
-            self._api = await connect(self._settings)
-
-    def _fail(
-        self, key: str, message: str, *, event: str = "InferencePool watch failed; listing again"
-    ) -> None:
-        if self._errors.get(key) != message:
-            self._log.error(event, error=message)
-        self._errors[key] = message
-        self._first.set()
-        self._wake()  # the loop shows the error
 
     def _pool_request(self) -> Request:
         settings = self._settings
@@ -196,11 +119,11 @@ class InferencePoolSource:
 
         return request
 
-    def _pool_listed(self, listing: Listing) -> None:
+    async def _pool_listed(self, listing: Listing) -> None:
         self._take_pool(listing.items.get(self._settings.name))
 
-    def _pool_event(self, event: WatchEvent) -> None:
-        name = (event.object.get("metadata") or {}).get("name")
+    async def _pool_event(self, event: WatchEvent) -> None:
+        name = event.name
         if name != self._settings.name:
             return
         self._take_pool(None if event.type == "DELETED" else event.object)
@@ -258,23 +181,21 @@ class InferencePoolSource:
         )
         self._pod_task = guarded_task(follow, name=f"inferencepool-{self._settings.name}-pods")
 
-    def _pods_listed_now(self, listing: Listing) -> None:
-        before = {e.address for e in self._endpoints}
+    async def _pods_listed_now(self, listing: Listing) -> None:
+        before = self._endpoints
         self._pods, self._pods_listed, self._served = dict(listing.items), True, True
         self._first.set()
         self._publish()
-        after = {e.address for e in self._endpoints}
-        self._log.info(
+        self._log_listed(
             "InferencePool pods listed",
-            resource_version=listing.resource_version,
+            listing,
+            before=before,
+            after=self._endpoints,
             pods=len(self._pods),
-            endpoints=len(after),
-            added=sorted(after - before),
-            removed=sorted(before - after),
         )
 
-    def _pod_event(self, event: WatchEvent) -> None:
-        name = str((event.object.get("metadata") or {}).get("name", ""))
+    async def _pod_event(self, event: WatchEvent) -> None:
+        name = event.name
         if event.type in ("ADDED", "MODIFIED"):
             self._pods[name] = event.object
         elif event.type == "DELETED":

@@ -103,6 +103,11 @@ class WatchEvent:
     object: dict[str, Any]
 
     @property
+    def name(self) -> str:
+        """The object's ``metadata.name`` ("" when it has none)."""
+        return str((self.object.get("metadata") or {}).get("name", ""))
+
+    @property
     def resource_version(self) -> str | None:
         """The version this event brings the watch to."""
         version = (self.object.get("metadata") or {}).get("resourceVersion")

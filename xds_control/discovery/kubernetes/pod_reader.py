@@ -22,8 +22,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from xds_control.discovery.kubernetes_client import KubeApi, pods_api
-from xds_control.discovery.kubernetes_pods import PodFacts, PodRef, pod_facts
+from xds_control.discovery.kubernetes.client import KubeApi, pods_api
+from xds_control.discovery.kubernetes.pods import PodFacts, PodRef, pod_facts
 
 __all__ = ["PodReader"]
 

@@ -18,10 +18,8 @@ from xds_control.config import Pool
 from xds_control.discovery.devices import SingleDeviceSource
 from xds_control.discovery.dns import DnsSource
 from xds_control.discovery.file import FileSource
-from xds_control.discovery.inference_pool import InferencePoolSource
-from xds_control.discovery.kubernetes import KubernetesSource
-from xds_control.discovery.kubernetes_inference_pool import FailureMode
-from xds_control.discovery.source import EndpointSource
+from xds_control.discovery.kubernetes import FailureMode, InferencePoolSource, KubernetesSource
+from xds_control.discovery.protocol import EndpointSource
 from xds_control.discovery.static import StaticSource
 from xds_control.tasks import guarded_task
 

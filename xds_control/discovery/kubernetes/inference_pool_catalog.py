@@ -11,7 +11,6 @@ its last good spec and says so, so the object's name is logged once, by whoever 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
 from collections.abc import Callable
@@ -21,12 +20,12 @@ import structlog
 
 from xds_control.config.inference_pools import InferencePoolsDiscovery
 from xds_control.config.model import NAME_PATTERN
-from xds_control.discovery.inference_pool import GROUP, PLURAL, VERSION
-from xds_control.discovery.kubernetes_client import KubeApi, connect, custom_objects_api
-from xds_control.discovery.kubernetes_inference_pool import InferencePoolError, pool_spec
-from xds_control.discovery.kubernetes_watch import Listing, Request, WatchEvent, follow
+from xds_control.discovery.kubernetes.client import custom_objects_api
+from xds_control.discovery.kubernetes.inference_pool import InferencePoolError, pool_spec
+from xds_control.discovery.kubernetes.inference_pool_source import GROUP, PLURAL, VERSION
+from xds_control.discovery.kubernetes.list_watch import Listing, Request, WatchEvent
+from xds_control.discovery.kubernetes.watched import WatchedSource
 from xds_control.errors import DiscoveryError
-from xds_control.tasks import guarded_task, wait_set
 
 __all__ = ["InferencePoolCatalog", "usable_problem"]
 
@@ -48,97 +47,53 @@ def usable_problem(name: str, item: dict[str, Any]) -> str | None:
     return None
 
 
-class InferencePoolCatalog:
+class InferencePoolCatalog(WatchedSource[InferencePoolsDiscovery, tuple[str, ...]]):
     """The InferencePools of ``settings.namespace``; ``wake`` is called (on the event loop)
     when the set of usable ones changes. The watch starts on the first ``fetch`` and ends with
-    ``close``."""
+    ``close`` (``WatchedSource``); ``fetch`` answers the usable ones' names, sorted."""
+
+    _FAILED_EVENT = "InferencePool watch failed; listing again"
 
     def __init__(self, settings: InferencePoolsDiscovery, *, wake: Callable[[], None]) -> None:
-        self._settings = settings
-        self._wake = wake
-        self._log = log.bind(namespace=settings.namespace)
+        bound = log.bind(namespace=settings.namespace)
+        super().__init__(settings, wake=wake, log=bound, task="inferencepools")
         self._names: tuple[str, ...] = ()
         self._listed = False
         self._rejected: dict[str, str] = {}
         """Name -> why it is left out, as last logged."""
-        self._error: str | None = None
-        self._first = asyncio.Event()
-        self._waited = False
-        self._task: asyncio.Task[None] | None = None
-        self._api: KubeApi | None = None
         self._objects: dict[str, dict[str, Any]] = {}
 
-    @property
-    def settings(self) -> InferencePoolsDiscovery:
-        """What it was built from: a reload with the same settings keeps this catalog."""
-        return self._settings
-
-    async def fetch(self) -> tuple[str, ...]:
-        """The usable InferencePools' names, sorted. The first call starts the watch and waits
-        up to ``first_list_timeout_s`` for the first list. ``DiscoveryError`` while nothing was
-        listed yet or the API cannot be reached (the caller keeps the last names)."""
-        if self._task is None:
-            self._task = guarded_task(self._run(), name="inferencepools")
-        if not self._waited:
-            self._waited = True
-            await wait_set(self._first, timeout=self._settings.first_list_timeout_s)
-        if self._error is not None:
-            raise DiscoveryError(self._error)
+    def _answer(self) -> tuple[str, ...]:
         if not self._listed:
             raise DiscoveryError(f"InferencePools of {self._settings.namespace}: not listed yet")
         return self._names
 
-    async def close(self) -> None:
-        """Stop watching and close the connection."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._api is not None:
-            await self._api.api_client.close()
-            self._api = None
-
     async def _run(self) -> None:
-        settings = self._settings
-
-        async def listed(listing: Listing) -> None:
-            self._error = None
-            self._objects = dict(listing.items)
-            self._listed = True
-            self._first.set()
-            self._publish()
-
-        async def event(each: WatchEvent) -> None:
-            name = str((each.object.get("metadata") or {}).get("name", ""))
-            if each.type == "DELETED":
-                self._objects.pop(name, None)
-            elif each.type in ("ADDED", "MODIFIED"):
-                self._objects[name] = each.object
-            self._publish()
-
-        def failed(exc: Exception) -> None:
-            message = str(exc) if isinstance(exc, DiscoveryError) else f"{exc!r}"
-            message = f"InferencePools of {settings.namespace}: {message}"
-            if message != self._error:
-                self._log.error("InferencePool watch failed; listing again", error=message)
-            self._error = message
-            self._first.set()
-            self._wake()
-
-        await follow(
-            what=f"inferencepools {settings.namespace}",
-            connect=self._connect,
+        await self._follow(
+            key="list",
+            what=f"inferencepools {self._settings.namespace}",
             request=self._request,
-            on_list=listed,
-            on_event=event,
-            on_failure=failed,
-            watch_timeout_s=settings.watch_timeout_s,
-            relist_backoff_s=settings.relist_backoff_s,
-            log=self._log,
+            on_list=self._take_listing,
+            on_event=self._apply,
         )
 
-    async def _connect(self) -> None:
-        if self._api is None:
-            self._api = await connect(self._settings)
+    def _describe(self, exc: Exception, *, what: str) -> str:
+        message = str(exc) if isinstance(exc, DiscoveryError) else f"{exc!r}"
+        return f"InferencePools of {self._settings.namespace}: {message}"
+
+    async def _take_listing(self, listing: Listing) -> None:
+        self._objects = dict(listing.items)
+        self._listed = True
+        self._first.set()
+        self._publish()
+
+    async def _apply(self, event: WatchEvent) -> None:
+        name = event.name
+        if event.type == "DELETED":
+            self._objects.pop(name, None)
+        elif event.type in ("ADDED", "MODIFIED"):
+            self._objects[name] = event.object
+        self._publish()
 
     def _request(self) -> Request:
         return functools.partial(
