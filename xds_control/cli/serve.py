@@ -12,7 +12,7 @@ import aiohttp
 import structlog
 import typer
 
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.admin.auth import load_token
 from xds_control.cache import MemorySnapshotCache
 from xds_control.cli.app import App
@@ -123,16 +123,18 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
             )
         admin = AdminServer(
             address=admin_address,
-            state=loop.state,
-            cache=cache,
-            registry=registry,
-            engine=weigher.view,
-            failure=lambda: crashed[0] if crashed else None,
+            views=AdminViews(
+                state=loop.state,
+                cache=cache,
+                registry=registry,
+                engine=weigher.view,
+                failure=lambda: crashed[0] if crashed else None,
+                limiter=limiter,
+                kv_events=kv_events,
+                token_budgets=flow.budgets.rows if flow is not None else None,
+            ),
             grpc_address=config.admin_grpc_address,
             token=load_token(config.admin_token_file),
-            limiter=limiter,
-            kv_events=kv_events,
-            token_budgets=flow.budgets.rows if flow is not None else None,
         )
         xds = XdsServer(  # binds: may raise
             cache=cache,
