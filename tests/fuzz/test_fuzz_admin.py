@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from yarl import URL
 
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import load_config
 from xds_control.control import ControlLoop, Weigher
@@ -96,10 +96,7 @@ def admin(
         registry.add(stream)
         server = AdminServer(
             address=f"127.0.0.1:{free_port()}",
-            state=loop.state,
-            cache=cache,
-            registry=registry,
-            engine=weigher.view,
+            views=AdminViews(state=loop.state, cache=cache, registry=registry, engine=weigher.view),
         )
         await server.start()
         return server

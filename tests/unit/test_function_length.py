@@ -18,7 +18,6 @@ MAX_LINES = 60
 PRODUCT = Path(__file__).resolve().parents[2] / "xds_control"
 
 LONG_UNTIL_SPLIT: dict[str, str] = {
-    "cli/serve.py:serve": "until the serve split lands",
     "engine/stability.py:publish": "until the engine split lands",
     "engine/speed.py:read_speed": "until the engine split lands",
     "engine/capacity.py:assess_capacity": "until the engine split lands",

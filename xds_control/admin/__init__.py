@@ -1,5 +1,6 @@
 """Admin: the HTTP endpoints operators and xdsctl read."""
 
 from xds_control.admin.http import AdminServer
+from xds_control.admin.protocol import AdminViews
 
-__all__ = ["AdminServer"]
+__all__ = ["AdminServer", "AdminViews"]

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from xds_control.admin.protocol import Streams
 from xds_control.control import EngineView
 from xds_control.control.metrics import (
     ENDPOINT_WEIGHT,
@@ -25,13 +26,12 @@ from xds_control.limits.metrics import (
     LIMIT_P99_TARGET,
     LIMIT_PRESSURE,
 )
-from xds_control.server import StreamRegistry
 from xds_control.server.metrics import GROUP_STREAMS
 
 __all__ = ["refresh", "refresh_limits"]
 
 
-def refresh(*, engine: EngineView | None, registry: StreamRegistry, groups: Iterable[str]) -> None:
+def refresh(*, engine: EngineView | None, registry: Streams, groups: Iterable[str]) -> None:
     """Replace the scrape-time series with what holds now."""
     gauges = (ENDPOINT_WEIGHT, ENDPOINT_WEIGHT_FACTOR, SIGNAL_AGE, GROUP_STREAMS)
     for gauge in (*gauges, POOL_RECOMMENDED_REPLICAS):

@@ -4,7 +4,7 @@ HTTP JSON mirror, typed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -12,16 +12,13 @@ from google.protobuf.struct_pb2 import Struct
 
 from xds_control.admin.events import EventLog
 from xds_control.admin.kv_events import kv_events_view
-from xds_control.admin.limits import TokenBudgetRows, limits_view, narrowed
+from xds_control.admin.limits import limits_view, narrowed
+from xds_control.admin.protocol import AdminViews
 from xds_control.admin.sync import streams_view
 from xds_control.admin.v1 import admin_pb2 as pb
 from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.admin.views import snapshot_view, weights_view
-from xds_control.cache import SnapshotCache, group_names
-from xds_control.control import EngineView, LoopState
-from xds_control.limits import Limiter
-from xds_control.server import StreamRegistry
-from xds_control.signals.kv_events import KvEvents
+from xds_control.cache import group_names
 
 __all__ = ["AdminServicer", "limits_message", "weights_message"]
 
@@ -135,28 +132,15 @@ def limits_message(view: dict[str, Any], *, route: str, group: str) -> pb.ListLi
 
 
 class AdminServicer(admin_pb2_grpc.AdminServicer):
-    """Reads the registry, the cache, the engine and the event ring; never writes."""
+    """Reads ``views`` and the event ring; never writes."""
 
-    def __init__(
-        self,
-        *,
-        state: LoopState,
-        cache: SnapshotCache,
-        registry: StreamRegistry,
-        events: EventLog,
-        engine: Callable[[], EngineView] | None = None,
-        limiter: Limiter | None = None,
-        token_budgets: TokenBudgetRows | None = None,
-        kv_events: KvEvents | None = None,
-    ) -> None:
-        self._state = state
-        self._kv_events = kv_events
-        self._limiter = limiter
-        self._token_budgets = token_budgets
-        self._cache = cache
-        self._registry = registry
+    def __init__(self, *, views: AdminViews, events: EventLog) -> None:
+        self._views = views
+        self._state = views.state
+        self._cache = views.cache
+        self._registry = views.registry
+        self._engine = views.engine
         self._events = events
-        self._engine = engine
 
     async def ListStreams(
         self, request: pb.ListStreamsRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -215,7 +199,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         if request.group:
             await self._group(request.group, context)
         view = limits_view(
-            self._limiter, config=self._state.config, token_budgets=self._token_budgets
+            self._views.limiter,
+            config=self._state.config,
+            token_budgets=self._views.token_budgets,
         )
         known = sorted({f"{r['listener']}/{r['route']}" for r in view["budgets"]})
         if request.route and request.route not in known:
@@ -228,9 +214,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def ListKvEvents(
         self, request: pb.ListKvEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListKvEventsResponse:
-        if self._kv_events is None:
+        if self._views.kv_events is None:
             return pb.ListKvEventsResponse(enabled=False)
-        rows = kv_events_view(self._kv_events, engine=self._engine() if self._engine else None)
+        engine = self._engine() if self._engine else None
+        rows = kv_events_view(self._views.kv_events, engine=engine)
         return pb.ListKvEventsResponse(
             enabled=True,
             subscriptions=[

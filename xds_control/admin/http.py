@@ -4,7 +4,6 @@ typed gRPC admin API (``protos/xds_control/admin/v1/admin.proto``) on a port of 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import grpc
 from aiohttp import web
@@ -15,19 +14,16 @@ from xds_control.admin.events import EventLog
 from xds_control.admin.exporter import refresh, refresh_limits
 from xds_control.admin.grpc_api import AdminServicer
 from xds_control.admin.kv_events import kv_events_view
-from xds_control.admin.limits import TokenBudgetRows, limits_view
+from xds_control.admin.limits import limits_view
+from xds_control.admin.protocol import AdminViews
 from xds_control.admin.recorder import Recorder
 from xds_control.admin.sync import streams_view
 from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.admin.views import endpoints_view, snapshot_view, status_view, weights_view
-from xds_control.cache import SnapshotCache, group_names
+from xds_control.cache import group_names
 from xds_control.config import parse_host_port
-from xds_control.control import EngineView, LoopState
 from xds_control.control.metrics import EVENT_LOOP_TASKS
 from xds_control.errors import ServeError
-from xds_control.limits import Limiter
-from xds_control.server import StreamRegistry
-from xds_control.signals.kv_events import KvEvents
 from xds_control.tasks import guarded_task
 
 __all__ = ["AdminServer"]
@@ -35,35 +31,23 @@ __all__ = ["AdminServer"]
 
 class AdminServer:
     """Serves the admin endpoints on ``address`` and, with ``grpc_address``, the gRPC admin
-    API. On loopback both are open; bound elsewhere both need ``token`` (else ``ServeError``)."""
+    API, both reading ``views``. On loopback both are open; bound elsewhere both need
+    ``token`` (else ``ServeError``)."""
 
     def __init__(
         self,
         *,
         address: str,
-        state: LoopState,
-        cache: SnapshotCache,
-        registry: StreamRegistry,
-        engine: Callable[[], EngineView] | None = None,
-        failure: Callable[[], str | None] | None = None,
+        views: AdminViews,
         grpc_address: str | None = None,
         token: str | None = None,
-        limiter: Limiter | None = None,
-        kv_events: KvEvents | None = None,
-        token_budgets: TokenBudgetRows | None = None,
     ) -> None:
-        """``failure`` says why the process is not ready although it serves a snapshot (a
-        critical task died; the process is about to exit), or ``None``; ``token_budgets``
-        gives the picker's output-token windows for ``/v1/limits``."""
         self._address = parse_host_port(address)
-        self._engine = engine
-        self._limiter = limiter
-        self._kv_events = kv_events
-        self._token_budgets = token_budgets
-        self._failure = failure
-        self._state = state
-        self._cache = cache
-        self._registry = registry
+        self._views = views
+        self._engine = views.engine
+        self._state = views.state
+        self._cache = views.cache
+        self._registry = views.registry
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.grpc_port = 0
@@ -76,7 +60,9 @@ class AdminServer:
                     "XDS_CONTROL_ADMIN_TOKEN (a bearer token every request must carry)"
                 )
         self.events = EventLog()
-        self._recorder = Recorder(events=self.events, state=state, cache=cache, registry=registry)
+        self._recorder = Recorder(
+            events=self.events, state=views.state, cache=views.cache, registry=views.registry
+        )
         self._recording: asyncio.Task[object] | None = None
         self._grpc: grpc.aio.Server | None = None
         app = web.Application(middlewares=[http_middleware(token)] if token else [])
@@ -117,16 +103,7 @@ class AdminServer:
     async def _start_grpc(self, address: str) -> None:
         interceptors = [grpc_interceptor(self._token)] if self._token else []
         self._grpc = grpc.aio.server(interceptors=interceptors)
-        servicer = AdminServicer(
-            state=self._state,
-            cache=self._cache,
-            registry=self._registry,
-            events=self.events,
-            engine=self._engine,
-            limiter=self._limiter,
-            token_budgets=self._token_budgets,
-            kv_events=self._kv_events,
-        )
+        servicer = AdminServicer(views=self._views, events=self.events)
         admin_pb2_grpc.add_AdminServicer_to_server(servicer, self._grpc)
         try:
             self.grpc_port = self._grpc.add_insecure_port(address)
@@ -148,7 +125,7 @@ class AdminServer:
         return web.Response(text="ok\n")
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        if self._failure is not None and (why := self._failure()) is not None:
+        if self._views.failure is not None and (why := self._views.failure()) is not None:
             return web.Response(status=503, text=f"{why}\n")
         missing = [g for g in group_names(self._state.config) if self._cache.snapshot(g) is None]
         if missing:
@@ -159,15 +136,15 @@ class AdminServer:
         EVENT_LOOP_TASKS.set(len(asyncio.all_tasks()))
         engine = self._engine() if self._engine else None
         refresh(engine=engine, registry=self._registry, groups=group_names(self._state.config))
-        refresh_limits(limits_view(self._limiter, config=self._state.config))
+        refresh_limits(limits_view(self._views.limiter, config=self._state.config))
         body = generate_latest()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _status(self, request: web.Request) -> web.Response:
         body = status_view(self._state)
-        if self._kv_events is not None:
+        if self._views.kv_events is not None:
             engine = self._engine() if self._engine else None
-            body["kv_events"] = kv_events_view(self._kv_events, engine=engine)
+            body["kv_events"] = kv_events_view(self._views.kv_events, engine=engine)
         return web.json_response(body)
 
     async def _streams(self, request: web.Request) -> web.Response:
@@ -203,6 +180,8 @@ class AdminServer:
 
     async def _limits(self, request: web.Request) -> web.Response:
         view = limits_view(
-            self._limiter, config=self._state.config, token_budgets=self._token_budgets
+            self._views.limiter,
+            config=self._state.config,
+            token_budgets=self._views.token_budgets,
         )
         return web.json_response(view)

@@ -3,16 +3,25 @@ have gone stale (``control.kv_staleness``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+from xds_control.config import KvEventsConfig
 from xds_control.control import EngineView
 from xds_control.control.kv_staleness import server_stale
-from xds_control.signals.kv_events import KvEvents
+from xds_control.signals.kv_subscriber import KvStatus
 
-__all__ = ["kv_events_view"]
+__all__ = ["KvSubscriptions", "kv_events_view"]
 
 
-def kv_events_view(kv: KvEvents, *, engine: EngineView | None) -> list[dict[str, Any]]:
+class KvSubscriptions(Protocol):
+    """The servers' KV-event subscriptions (``KvEvents``)."""
+
+    def statuses(self) -> list[tuple[str, KvEventsConfig, KvStatus, int]]:
+        """Per subscription: its pool, its settings, its status and the blocks it holds."""
+        ...
+
+
+def kv_events_view(kv: KvSubscriptions, *, engine: EngineView | None) -> list[dict[str, Any]]:
     """One entry per subscribed server."""
     decisions = {d.address: d for pool in (engine.pools.values() if engine else ()) for d in pool}
     out = []

@@ -4,13 +4,32 @@ what each output-token budget has charged in its window."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from xds_control.config import Config
-from xds_control.limits import Limiter, RateRow
+from xds_control.limits import RateRow
 from xds_control.xds.routes import class_route_name
 
-__all__ = ["TokenBudgetRows", "limits_view", "narrowed", "rate_json"]
+__all__ = ["LimitRows", "TokenBudgetRows", "limits_view", "narrowed", "rate_json"]
+
+
+class LimitRows(Protocol):
+    """The priority-class rates the limits stage set (``Limiter``)."""
+
+    @property
+    def rows(self) -> tuple[RateRow, ...]:
+        """One row per node group, route and class."""
+        ...
+
+    @property
+    def cycle(self) -> int:
+        """Cycles run so far."""
+        ...
+
+    @property
+    def source_error(self) -> str | None:
+        """The P99 source's last error, ``None`` when its last read worked."""
+        ...
 
 
 def rate_json(row: RateRow) -> dict[str, Any]:
@@ -65,7 +84,7 @@ TokenBudgetRows = Callable[[], list[dict[str, object]]]
 
 
 def limits_view(
-    limiter: Limiter | None,
+    limiter: LimitRows | None,
     *,
     config: Config | None = None,
     token_budgets: TokenBudgetRows | None = None,

@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable
 
 from xds_control.admin.events import EventLog
-from xds_control.cache import SnapshotCache
-from xds_control.control import LoopState
-from xds_control.server import StreamRegistry, TypeState, XdsStream
+from xds_control.admin.protocol import LoopStatus, Snapshots, Streams
+from xds_control.server import TypeState, XdsStream
 from xds_control.server.metrics import PUSH_ACK_SECONDS
 from xds_control.xds import type_urls as urls
 
@@ -39,9 +38,9 @@ class Recorder:
         self,
         *,
         events: EventLog,
-        state: LoopState,
-        cache: SnapshotCache,
-        registry: StreamRegistry,
+        state: LoopStatus,
+        cache: Snapshots,
+        registry: Streams,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.events = events

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xds_control.cache import SnapshotCache
-from xds_control.server import StreamRegistry
+from xds_control.admin.protocol import Snapshots, Streams
 from xds_control.xds import type_urls as urls
 
 __all__ = ["SYNC_STATES", "streams_view", "sync_status"]
@@ -25,7 +24,7 @@ def sync_status(state: dict[str, Any] | None, *, served: str) -> str:
     return "STALE"
 
 
-def streams_view(*, registry: StreamRegistry, cache: SnapshotCache) -> list[dict[str, Any]]:
+def streams_view(*, registry: Streams, cache: Snapshots) -> list[dict[str, Any]]:
     """Every open stream with its origin and, per type, the version served and its sync state."""
     out = []
     for view in registry.describe():

@@ -2,18 +2,60 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
 
 from google.protobuf.json_format import MessageToDict
 
-from xds_control.control import EngineView, LoopState
+from xds_control.config import Config
+from xds_control.control import EngineView
 from xds_control.xds import Snapshot
 from xds_control.xds import type_urls as urls
 
-__all__ = ["endpoints_view", "snapshot_view", "status_view", "weights_view"]
+__all__ = ["LoopStatus", "endpoints_view", "snapshot_view", "status_view", "weights_view"]
 
 
-def status_view(state: LoopState) -> dict[str, Any]:
+class LoopStatus(Protocol):
+    """The control loop's state as ``/v1/status`` and the event ring show it."""
+
+    @property
+    def config(self) -> Config:
+        """The config served (the last good one)."""
+        ...
+
+    @property
+    def config_path(self) -> Path:
+        """Where the config is read from."""
+        ...
+
+    @property
+    def config_error(self) -> str | None:
+        """Why the last edit was rejected, or ``None``."""
+        ...
+
+    @property
+    def discovery_errors(self) -> Mapping[str, str]:
+        """Pool -> its source's last error."""
+        ...
+
+    @property
+    def errors(self) -> Mapping[str, str]:
+        """Phase -> the unexpected error of its last run."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """The version last published ('' before the first)."""
+        ...
+
+    @property
+    def published_at(self) -> float:
+        """When it was published (Unix seconds)."""
+        ...
+
+
+def status_view(state: LoopStatus) -> dict[str, Any]:
     """Version, config health and discovery errors."""
     return {
         "version": state.version,

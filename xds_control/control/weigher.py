@@ -100,14 +100,16 @@ class Weigher:
         *,
         prometheus: SignalSource | None,
         scrape: ScrapeSource | None,
-        data_path: SignalSource | None = None,
+        data_path: DataPath | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``data_path`` is the window the access-log service fills (``signals/access_log.py``),
+        shared with whoever else reads it; ``configure`` sets it as ``signals.data_path`` says
+        and reads it as a source while it is on."""
         self._prometheus = prometheus
         self.scrape = scrape
-        self._data_path_source = data_path
-        self.data_path = DataPath()
-        """What the access-log service fills (``signals/access_log.py``), as configured."""
+        self._data_path = data_path if data_path is not None else DataPath()
+        self._data_path_source: SignalSource | None = None
         self._clock = clock
         self._prometheus_samples: Mapping[str, Sample] = {}
         self._data_path_samples: Mapping[str, Sample] = {}
@@ -120,9 +122,16 @@ class Weigher:
         self._cycle = 0
 
     @classmethod
-    def from_config(cls, *, client: aiohttp.ClientSession, signals: SignalsConfig) -> Weigher:
-        """Sources as ``signals`` configures them, sharing ``client``."""
-        weigher = cls(prometheus=None, scrape=None)
+    def from_config(
+        cls,
+        *,
+        client: aiohttp.ClientSession,
+        signals: SignalsConfig,
+        data_path: DataPath | None = None,
+    ) -> Weigher:
+        """Sources as ``signals`` configures them, sharing ``client``; the data path's read from
+        ``data_path`` (the window the access-log service fills)."""
+        weigher = cls(prometheus=None, scrape=None, data_path=data_path)
         weigher.configure(client=client, signals=signals)
         return weigher
 
@@ -139,9 +148,9 @@ class Weigher:
             if signals.scrape.enabled
             else None
         )
-        self.data_path.configure(signals.data_path)
+        self._data_path.configure(signals.data_path)
         self._data_path_source = (
-            DataPathSource(data_path=self.data_path, clock=self._clock)
+            DataPathSource(data_path=self._data_path, clock=self._clock)
             if signals.data_path.on
             else None
         )

@@ -17,7 +17,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from google.rpc import status_pb2
 
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.admin.v1 import admin_pb2 as pb
 from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.cache import MemorySnapshotCache
@@ -75,10 +75,8 @@ async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
     await xds.start()
     admin = AdminServer(
         address=f"127.0.0.1:{free_port()}",
+        views=AdminViews(state=loop.state, cache=cache, registry=registry),
         grpc_address=f"127.0.0.1:{free_port()}",
-        state=loop.state,
-        cache=cache,
-        registry=registry,
     )
     await admin.start()
     try:
@@ -195,19 +193,19 @@ async def test_off_loopback_needs_a_token(plane: Plane, tmp_path: Path) -> None:
     with pytest.raises(ServeError, match="admin_token_file"):
         AdminServer(
             address=f"0.0.0.0:{free_port()}",
-            state=plane.admin._state,
-            cache=plane.admin._cache,
-            registry=plane.registry,
+            views=AdminViews(
+                state=plane.admin._state, cache=plane.admin._cache, registry=plane.registry
+            ),
         )
 
 
 async def test_a_token_is_required_when_set(plane: Plane) -> None:
     admin = AdminServer(
         address=f"127.0.0.1:{free_port()}",
+        views=AdminViews(
+            state=plane.admin._state, cache=plane.admin._cache, registry=plane.registry
+        ),
         grpc_address=f"127.0.0.1:{free_port()}",
-        state=plane.admin._state,
-        cache=plane.admin._cache,
-        registry=plane.registry,
         token="s3cret",
     )
     await admin.start()

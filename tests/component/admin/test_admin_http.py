@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from configs import CHAT_AND_BATCH
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.cache import DEFAULT_GROUP, MemorySnapshotCache
 from xds_control.config import load_config
 from xds_control.control import ControlLoop
@@ -59,7 +59,8 @@ async def admin(tmp_path: Path) -> AsyncIterator[Admin]:
     # AdminServer does not take port 0 (its address must be a valid IP:PORT): pick a free one.
     port = free_port()
     server = AdminServer(
-        address=f"127.0.0.1:{port}", state=loop.state, cache=cache, registry=StreamRegistry()
+        address=f"127.0.0.1:{port}",
+        views=AdminViews(state=loop.state, cache=cache, registry=StreamRegistry()),
     )
     await server.start()
     assert server.port == port

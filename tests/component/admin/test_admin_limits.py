@@ -13,7 +13,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.admin.v1 import admin_pb2 as pb
 from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.cache import MemorySnapshotCache
@@ -59,11 +59,8 @@ async def admin(tmp_path: Path) -> AsyncIterator[AdminServer]:
     await loop.step()
     server = AdminServer(
         address=f"127.0.0.1:{free_port()}",
+        views=AdminViews(state=loop.state, cache=cache, registry=StreamRegistry(), limiter=limiter),
         grpc_address=f"127.0.0.1:{free_port()}",
-        state=loop.state,
-        cache=cache,
-        registry=StreamRegistry(),
-        limiter=limiter,
     )
     await server.start()
     try:
@@ -166,11 +163,10 @@ async def test_output_token_budgets_show_each_tenant_window_over_grpc_and_http(
         )
     server = AdminServer(
         address=f"127.0.0.1:{free_port()}",
+        views=AdminViews(
+            state=loop.state, cache=cache, registry=StreamRegistry(), token_budgets=budgets.rows
+        ),
         grpc_address=f"127.0.0.1:{free_port()}",
-        state=loop.state,
-        cache=cache,
-        registry=StreamRegistry(),
-        token_budgets=budgets.rows,
     )
     await server.start()
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from component.cli.xdsctl_plane import CONFIG, Plane
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.cache import MemorySnapshotCache
 from xds_control.config import load_config
 from xds_control.control import ControlLoop
@@ -28,7 +28,8 @@ async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
     await xds.start()
     admin_port = free_port()
     admin = AdminServer(
-        address=f"127.0.0.1:{admin_port}", state=loop.state, cache=cache, registry=registry
+        address=f"127.0.0.1:{admin_port}",
+        views=AdminViews(state=loop.state, cache=cache, registry=registry),
     )
     await admin.start()
     try:

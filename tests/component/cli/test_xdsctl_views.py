@@ -17,7 +17,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
 from component.cli.xdsctl_plane import CONFIG, Plane, until, xdsctl
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.xds import type_urls as urls
 from xds_lab.harness.ports import free_port
 
@@ -181,9 +181,7 @@ async def test_a_token_from_the_environment_and_a_wrong_one(plane: Plane, tmp_pa
     admin_port = free_port()
     secured = AdminServer(
         address=f"127.0.0.1:{admin_port}",
-        state=plane.state,
-        cache=plane.cache,
-        registry=plane.registry,
+        views=AdminViews(state=plane.state, cache=plane.cache, registry=plane.registry),
         token="s3cret",
     )
     await secured.start()

@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.cache import MemorySnapshotCache
 from xds_control.config import load_config
 from xds_control.control import ControlLoop, Weigher
@@ -81,10 +81,9 @@ async def test_recommended_replicas_gauge_and_admin_view(prometheus: str, tmp_pa
         loop = ControlLoop(config=config, config_path=path, cache=cache, weigher=weigher)
         server = AdminServer(
             address=f"127.0.0.1:{free_port()}",
-            state=loop.state,
-            cache=cache,
-            registry=StreamRegistry(),
-            engine=weigher.view,
+            views=AdminViews(
+                state=loop.state, cache=cache, registry=StreamRegistry(), engine=weigher.view
+            ),
         )
         await server.start()
         try:

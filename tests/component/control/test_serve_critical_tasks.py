@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from configs import ONE_POOL
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.cache import MemorySnapshotCache
 from xds_control.cli.serve import EXIT_CRASHED, serve
 from xds_control.config import load_config
@@ -71,10 +71,12 @@ async def test_readyz_fails_once_a_critical_task_died(tmp_path: Path) -> None:
     port = free_port()
     admin = AdminServer(
         address=f"127.0.0.1:{port}",
-        state=loop.state,
-        cache=cache,
-        registry=StreamRegistry(),
-        failure=lambda: failure[0] if failure else None,
+        views=AdminViews(
+            state=loop.state,
+            cache=cache,
+            registry=StreamRegistry(),
+            failure=lambda: failure[0] if failure else None,
+        ),
     )
     await admin.start()
     try:

@@ -12,7 +12,7 @@ import grpc
 
 from component.cli.xdsctl_plane import xdsctl
 from component.sim.simclient import stream_completion, words
-from xds_control.admin import AdminServer
+from xds_control.admin import AdminServer, AdminViews
 from xds_control.admin.v1 import admin_pb2 as pb
 from xds_control.admin.v1 import admin_pb2_grpc
 from xds_control.cache import MemorySnapshotCache
@@ -59,10 +59,9 @@ async def test_status_shows_each_servers_blocks_and_a_dropped_pool_unsubscribes(
     )
     admin = AdminServer(
         address=f"127.0.0.1:{free_port()}",
-        state=loop.state,
-        cache=MemorySnapshotCache(),
-        registry=StreamRegistry(),
-        kv_events=kv,
+        views=AdminViews(
+            state=loop.state, cache=MemorySnapshotCache(), registry=StreamRegistry(), kv_events=kv
+        ),
         grpc_address=f"127.0.0.1:{free_port()}",
     )
     await admin.start()
