@@ -37,7 +37,7 @@ import numpy as np
 
 from xds_control.config import WeightPolicy
 from xds_control.engine.columns import Column, Mask
-from xds_control.engine.decision import WeightDecision
+from xds_control.engine.decision import EndpointState
 from xds_control.engine.factors import MIN_STEP_S, capacity_estimate
 from xds_control.engine.inputs import Inputs
 from xds_control.engine.speed import FIT, SPEED, Speed, pooled, read_speed
@@ -272,7 +272,7 @@ def assess_capacity(
 
 
 def _last_speed(inputs: Inputs, *, drop: Mask) -> Speed:
-    """The speed state the previous decisions kept (none where ``drop``)."""
+    """The speed state the previous cycle kept (none where ``drop``)."""
 
     def kept(name: str) -> Column:
         return np.where(drop, np.nan, inputs.last(name))
@@ -291,17 +291,17 @@ def _last_speed(inputs: Inputs, *, drop: Mask) -> Speed:
 
 
 def fleet_step_scale(
-    *, decisions: Mapping[str, WeightDecision], samples: Mapping[str, Sample]
+    *, states: Mapping[str, EndpointState], samples: Mapping[str, Sample]
 ) -> float | None:
     """The median step scale over the fleet (in log): each endpoint's smoothed ``step_scale`` from
-    ``decisions`` (every pool's, by address), else its sample's engine step over data-path step
-    (the first cycle). It puts the data path's readings of a pool with no engine step of its
-    own on the fleet's scale; ``None`` if no endpoint has both readings."""
+    ``states`` (every pool's last, by address), else its sample's engine step over data-path
+    step (the first cycle). It puts the data path's readings of a pool with no engine step of
+    its own on the fleet's scale; ``None`` if no endpoint has both readings."""
     scales = []
-    for address in decisions.keys() | samples.keys():
-        decision = decisions.get(address)
-        if decision is not None and decision.step_scale is not None:
-            scales.append(decision.step_scale)
+    for address in states.keys() | samples.keys():
+        state = states.get(address)
+        if state is not None and state.step_scale is not None:
+            scales.append(state.step_scale)
             continue
         sample = samples.get(address)
         if sample is None:

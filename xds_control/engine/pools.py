@@ -8,7 +8,7 @@ decode step, the engine's absolute measure, the same one that sets endpoint weig
 of four fast servers takes four times what one does. A warming endpoint counts by its ramp, a
 DRAINING or UNHEALTHY one not at all; an endpoint with no estimate yet counts as its pool's
 mean. Weights are 100 x capacity / the route's largest pool's, then smoothed, step-limited,
-quantised and held by hysteresis exactly as endpoint weights are (``stability``): each change
+quantised and kept by hysteresis exactly as endpoint weights are (``stability``): each change
 moves requests between pools, whose KV caches share nothing.
 
 Capacities compare across pools only when their step times are the same kind of measure:
@@ -79,7 +79,8 @@ class PoolWeight:
 def pool_capacity(decisions: Sequence[WeightDecision]) -> tuple[float, float] | None:
     """``(capacity, endpoints counted)`` of a pool, or ``None`` when no endpoint has a capacity
     estimate yet (the pool has no measure, and its routes keep their static weights)."""
-    known = [d.capacity_estimate for d in decisions if d.capacity_estimate is not None]
+    estimates = [d.explanation.capacity_estimate for d in decisions]
+    known = [c for c in estimates if c is not None]
     finite = [c for c in known if math.isfinite(c) and c > 0]
     if not finite:
         return None
@@ -88,8 +89,8 @@ def pool_capacity(decisions: Sequence[WeightDecision]) -> tuple[float, float] | 
     for decision in decisions:
         if decision.health is not Health.HEALTHY:
             continue
-        estimate = decision.capacity_estimate
-        share = decision.warmup
+        estimate = decision.explanation.capacity_estimate
+        share = decision.explanation.warmup
         usable = estimate is not None and math.isfinite(estimate) and estimate > 0
         capacity += share * (estimate if usable and estimate is not None else mean)
         counted += share

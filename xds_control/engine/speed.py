@@ -71,11 +71,11 @@ from xds_control.engine.pooling import average, kernel_mean
 __all__ = ["FIT", "SPEED", "Speed", "pooled", "read_speed"]
 
 FIT = ("fit_w", "fit_wx", "fit_wxx", "fit_wy", "fit_wxy")
-"""The ``WeightDecision`` fields that carry an endpoint's decayed sums of its readings
+"""The ``EndpointState`` fields that carry an endpoint's decayed sums of its readings
 (weight, weight x work, weight x work squared, weight x step, weight x work x step; the
 weight 1/step squared makes the fit's error relative), in ``Speed.fit`` row order."""
 SPEED = ("slowness", "slowness_recent", "slowness_noise")
-"""The ``WeightDecision`` fields that carry the slow and quick slowness and its noise."""
+"""The ``EndpointState`` fields that carry the slow and quick slowness and its noise."""
 
 _BAND = 3.0
 """Standard deviations of the group's noise a quick rise in slowness must pass to be followed."""

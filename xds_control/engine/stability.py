@@ -180,14 +180,14 @@ def publish(
     spread = spread_last + alpha * (np.minimum(deviation * deviation, limit) - spread_last)
     # A row not measured follows its smoothed value exactly: its move is a rule, not noise.
     mean = np.where(first | ~measured, smoothed, mean_before + alpha * (smoothed - mean_before))
-    # A row not measured (held, decaying or ramping up) moves by rule, not by noise.
+    # A row not measured (stale, decaying or ramping up) moves by rule, not by noise.
     noise = np.where(measured, np.sqrt(spread_last), 0.0)
 
     published = np.where(published == published, published, quantise(smoothed, quantum=quantum))
     low, high = np.maximum(published - policy.max_step, 1.0), published + policy.max_step
     candidate = np.maximum(low, np.minimum(quantise(smoothed, quantum=quantum), high))
-    # What a held weight settles on: its slow average, pooled with the pool's averages that lie
-    # within the weights' measured noise (identical servers settle on one level).
+    # What a weight the band keeps settles on: its slow average, pooled with the pool's averages
+    # that lie within the weights' measured noise (identical servers settle on one level).
     pooled = _peers(mean, spread=spread_last, measured=measured)
     peers = pooled.mean
     average = np.maximum(low, np.minimum(quantise(_group_level(pooled), quantum=quantum), high))

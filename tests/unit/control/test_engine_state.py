@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from decisions import steady_decision
 from xds_control.config import parse_config
 from xds_control.control.warm_start import (
     EngineState,
@@ -34,7 +35,7 @@ listeners:
 
 
 def decision(weight: int = 80) -> WeightDecision:
-    return WeightDecision(
+    return steady_decision(
         address="127.0.0.1:8001",
         weight=weight,
         health=Health.UNHEALTHY,
@@ -42,16 +43,12 @@ def decision(weight: int = 80) -> WeightDecision:
         score=0.4,
         target=40.0,
         smoothed=78.2,
-        warmup=1.0,
         reason="fresh signals",
         health_reason="3 failed scrapes",
         computed_at=1000.0,
-        sample=None,
-        first_seen_at=None,
         last_fresh_at=999.5,
-        held=78.2,
+        last_fresh_weight=78.2,
         started_at=12.0,
-        warmup_from=None,
         candidate=80,
         candidate_since=990.0,
         capacity_estimate=3200.0,
@@ -64,7 +61,7 @@ def state(*, saved_at: float = 1000.0, weight: int = 80) -> EngineState:
         config_hash=config_hash(CONFIG),
         version="abc",
         saved_at=saved_at,
-        pools={"chat": (decision(weight),)},
+        pools={"chat": {"127.0.0.1:8001": decision(weight).state}},
     )
 
 
