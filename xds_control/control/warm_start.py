@@ -46,7 +46,7 @@ from xds_control.config import Config
 from xds_control.control.weigher import EngineWeights, Weigher
 from xds_control.discovery import Endpoint, Health
 from xds_control.engine import EndpointState, Factors
-from xds_control.engine.pools import PoolWeight, RouteWeights
+from xds_control.engine.pool_weights import PoolWeight, RouteWeights
 
 __all__ = [
     "EngineState",

@@ -28,7 +28,12 @@ from xds_control.engine import (
     states_of,
 )
 from xds_control.engine.autoscale import Recommendation, recommend_pools
-from xds_control.engine.pools import PoolWeight, RouteWeights, compute_route_weights, route_key
+from xds_control.engine.pool_weights import (
+    PoolWeight,
+    RouteWeights,
+    compute_route_weights,
+    route_key,
+)
 from xds_control.errors import SignalError
 from xds_control.signals import (
     DataPath,

@@ -50,15 +50,12 @@ def compute_weights(
 ) -> dict[str, WeightDecision]:
     """Decide the weight and health of every endpoint of ``pool``.
 
-    ``data_path``: the samples carry the data path's readings (``signals.data_path``), which
-    time the endpoints whose engine exports no decode step (``engine/capacity.py``), on the
-    pool's scale or else ``fleet_scale``'s (``fleet_step_scale`` of the last states).
-
     ``samples`` and ``previous`` (the last cycle's ``WeightDecision.state``) are keyed by
     address; either may lack any endpoint (no data: base weight; not seen before: new, so it
     warms up unless ``previous`` is empty, i.e. the engine's first cycle). Endpoints in
-    ``previous`` but not in ``endpoints`` are dropped.
-    """
+    ``previous`` but not in ``endpoints`` are dropped. ``data_path``: the samples carry the data
+    path's readings, which time the endpoints whose engine exports no decode step, on the pool's
+    scale or else ``fleet_scale``'s (``engine/capacity.py``)."""
     policy = pool.weights
     engines = engine_columns(pool, endpoints)
     inputs = gather(
@@ -75,7 +72,6 @@ def compute_weights(
         data_path=data_path,
         fleet_scale=fleet_scale,
     )
-    health, health_reasons = assess_pool_health(inputs, policy.health)
     warmup = ramp(inputs, starting=not previous, now=now, policy=policy)
     scored = score_factors(
         inputs, capacity, stale=inputs.stale, engine_base=engines.base, policy=policy
@@ -93,8 +89,7 @@ def compute_weights(
     cycle = _Cycle(
         inputs=inputs,
         capacity=capacity,
-        health=health,
-        health_reasons=health_reasons,
+        health=assess_pool_health(inputs, policy.health),
         warmup=warmup,
         scored=scored,
         score=score,
@@ -183,8 +178,8 @@ class _Cycle:
 
     inputs: Inputs
     capacity: Capacity
-    health: list[Health]
-    health_reasons: list[str]
+    health: tuple[list[Health], list[str]]
+    """Each endpoint's health, and why."""
     warmup: Ramp
     scored: Scored
     score: Column
@@ -214,12 +209,13 @@ def _reasons(cycle: _Cycle, *, weights: list[int], candidates: list[int]) -> lis
 
 def _explanations(cycle: _Cycle, *, reasons: list[str]) -> list[Explanation]:
     """Each endpoint's ``Explanation``, field by field in order."""
+    _, health_reasons = cycle.health
     fields = zip(
         cycle.score.tolist(),
         cycle.smoothed.target.tolist(),
         cycle.warmup.warm.tolist(),
         reasons,
-        cycle.health_reasons,
+        health_reasons,
         cycle.inputs.samples,
         optional(cycle.capacity.kept_estimate),
         strict=True,
@@ -235,9 +231,10 @@ def _states(
     ``_make`` takes each row's fields as one tuple; calling the constructor with them as
     positional arguments costs half as much again, a few ms at 10,000 endpoints."""
     speed, published, warmup = cycle.capacity.speed, cycle.published, cycle.warmup
+    health, _ = cycle.health
     fields = zip(
         weights,
-        cycle.health,
+        health,
         repeat(now, len(weights)),
         map(Factors._make, zip(*cycle.scored.factors.tolist(), strict=True)),
         cycle.smoothed.smoothed.tolist(),
@@ -267,10 +264,11 @@ def _decisions(cycle: _Cycle, *, now: float) -> dict[str, WeightDecision]:
     weights = cycle.published.weight.astype(np.int64).tolist()
     candidates = cycle.published.candidate.astype(np.int64).tolist()
     addresses = cycle.inputs.addresses
+    health, _ = cycle.health
     fields = zip(
         addresses,
         weights,
-        cycle.health,
+        health,
         _explanations(cycle, reasons=_reasons(cycle, weights=weights, candidates=candidates)),
         _states(cycle, weights=weights, candidates=candidates, now=now),
         strict=True,

@@ -19,7 +19,7 @@ from xds_control.control.warm_start import (
 )
 from xds_control.control.weigher import Weigher
 from xds_control.engine import WeightDecision
-from xds_control.engine.pools import PoolWeight
+from xds_control.engine.pool_weights import PoolWeight
 from xds_control.errors import SignalError
 from xds_control.signals import Sample, Target
 

@@ -11,7 +11,7 @@ from engine_rows import NOW, a_sample, an_endpoint
 from xds_control.config import Engine, Pool, WeightPolicy, parse_config
 from xds_control.discovery import Endpoint
 from xds_control.engine import WeightDecision, compute_weights, fleet_step_scale, states_of
-from xds_control.engine.pools import compute_route_weights
+from xds_control.engine.pool_weights import compute_route_weights
 from xds_control.signals import Sample, Signal
 
 BYTES_PER_TOKEN = 12.0

@@ -7,7 +7,7 @@ from decisions import steady_decision
 from engine_rows import NOW, a_sample, an_endpoint
 from xds_control.config import Engine, measures_comparable, parse_config
 from xds_control.engine import WeightDecision, compute_weights, states_of
-from xds_control.engine.pools import compute_route_weights
+from xds_control.engine.pool_weights import compute_route_weights
 
 CONFIG = """
 pools:

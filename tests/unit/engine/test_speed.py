@@ -12,7 +12,7 @@ import pytest
 from xds_control.config import Pool, WeightPolicy
 from xds_control.discovery import Endpoint
 from xds_control.engine import WeightDecision, compute_weights, states_of
-from xds_control.engine.pooling import kernel_mean
+from xds_control.engine.averages import kernel_mean
 from xds_control.engine.speed import Speed, read_speed
 from xds_control.signals import Sample, Signal
 

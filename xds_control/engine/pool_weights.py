@@ -31,8 +31,9 @@ import numpy as np
 
 from xds_control.config import Config, WeightPolicy, measures_comparable
 from xds_control.discovery import Health
+from xds_control.engine.columns import Column
 from xds_control.engine.decision import WeightDecision
-from xds_control.engine.stability import ewma, noise_alpha, publish
+from xds_control.engine.stability import Published, ewma, noise_alpha, publish
 
 __all__ = [
     "PoolWeight",
@@ -103,6 +104,33 @@ def _or_nan(weight: PoolWeight | None, name: str) -> float:
     return float("nan") if value is None else value
 
 
+def _publish(
+    smoothed: Column,
+    *,
+    before: Sequence[PoolWeight | None],
+    now: float,
+    policy: WeightPolicy,
+) -> Published:
+    """The pools' smoothed weights published as endpoint weights are (``stability.publish``),
+    against each pool's last weight on the route (``None``: the route's first cycle with it)."""
+    nan = float("nan")
+    return publish(
+        smoothed=smoothed,
+        published=np.array([nan if p is None else p.weight for p in before], dtype=float),
+        candidate_before=np.array([nan if p is None else p.candidate for p in before], dtype=float),
+        candidate_since=np.array([now if p is None else p.candidate_since for p in before]),
+        mean_before=np.array([_or_nan(p, "mean") for p in before], dtype=float),
+        spread_before=np.array([_or_nan(p, "spread") for p in before], dtype=float),
+        measured=np.ones(len(before), dtype=bool),
+        alpha=noise_alpha(
+            elapsed_s=now - np.array([_or_nan(p, "computed_at") for p in before]),
+            settle_s=policy.settle_s,
+        ),
+        now=now,
+        policy=policy,
+    )
+
+
 def compute_pool_weights(
     *,
     decisions: Mapping[str, Sequence[WeightDecision]],
@@ -122,7 +150,6 @@ def compute_pool_weights(
         return {}
     names = list(measured)
     largest = max(capacity for capacity, _ in measured.values())
-    nan = float("nan")
     target = np.array(
         [100.0 * measured[n][0] / largest if largest > 0 else 1.0 for n in names], dtype=float
     )
@@ -134,21 +161,7 @@ def compute_pool_weights(
         ],
         dtype=float,
     )
-    outcome = publish(
-        smoothed=smoothed,
-        published=np.array([nan if p is None else p.weight for p in before], dtype=float),
-        candidate_before=np.array([nan if p is None else p.candidate for p in before], dtype=float),
-        candidate_since=np.array([now if p is None else p.candidate_since for p in before]),
-        mean_before=np.array([_or_nan(p, "mean") for p in before], dtype=float),
-        spread_before=np.array([_or_nan(p, "spread") for p in before], dtype=float),
-        measured=np.ones(len(names), dtype=bool),
-        alpha=noise_alpha(
-            elapsed_s=now - np.array([_or_nan(p, "computed_at") for p in before]),
-            settle_s=policy.settle_s,
-        ),
-        now=now,
-        policy=policy,
-    )
+    outcome = _publish(smoothed, before=before, now=now, policy=policy)
     return {
         name: PoolWeight(
             pool=name,
