@@ -12,6 +12,7 @@ from decisions import steady_decision
 from xds_control.config import parse_config
 from xds_control.control.warm_start import (
     EngineState,
+    WarmStart,
     config_hash,
     decode_state,
     encode_state,
@@ -19,6 +20,7 @@ from xds_control.control.warm_start import (
     save_state,
     unusable_because,
 )
+from xds_control.control.weigher import Weigher
 from xds_control.discovery import Health
 from xds_control.engine import Factors, WeightDecision
 
@@ -114,3 +116,27 @@ def test_a_state_file_of_another_user_is_not_resumed(tmp_path: Path) -> None:
     os.chown(path, 4321, 4321)
     with pytest.raises(ValueError, match="owned by uid 4321"):
         load_state(path)
+
+
+async def test_a_state_file_of_the_earlier_format_is_ignored_and_the_plane_starts_cold(
+    tmp_path: Path,
+) -> None:
+    # Format 1 saved whole decisions (explanations and state in one record per endpoint).
+    older = {
+        "format": 1,
+        "config_hash": config_hash(CONFIG),
+        "version": "abc",
+        "saved_at": 1000.0,
+        "pools": {"chat": [{"address": "127.0.0.1:8001", "weight": 80, "held": 78.2}]},
+    }
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(older))
+    with pytest.raises(ValueError, match="format 1, an earlier version's"):
+        load_state(path)
+    weigher = Weigher(prometheus=None, scrape=None)
+    warm = WarmStart(weigher=weigher, config_path=tmp_path / "config.yaml", clock=lambda: 1005.0)
+    config = CONFIG.model_copy(
+        update={"restart": CONFIG.restart.model_copy(update={"state_file": path})}
+    )
+    await warm.resume(config)
+    assert weigher.view().pools == {}  # nothing resumed: the first snapshot waits for signals
