@@ -170,9 +170,12 @@ def weights_run() -> tuple[list[dict[str, Any]], list[EngineWeights]]:
     weigher = Weigher(
         prometheus=prometheus,
         scrape=scrape,
-        data_path=DataPathSource(data_path=data_path, clock=clock),
+        data_path=data_path,
         clock=clock,
     )
+    # The data path read as a source from the start, as `configure` does when it is on; the
+    # other sources stay these stand-ins (configure would build real clients).
+    weigher._data_path_source = DataPathSource(data_path=data_path, clock=clock)
     every = {p.name: to_endpoints(p.endpoints) for p in config.pools}
     pool_of = {e.address: pool for pool, eps in every.items() for e in eps}
     rows: list[dict[str, Any]] = []

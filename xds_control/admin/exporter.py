@@ -47,13 +47,14 @@ def refresh(*, engine: EngineView | None, registry: Streams, groups: Iterable[st
     for pool, decisions in engine.pools.items():
         for d in decisions:
             ENDPOINT_WEIGHT.labels(pool=pool, endpoint=d.address).set(d.weight)
-            for factor, value in d.factors.as_dict().items():
+            for factor, value in d.state.factors.as_dict().items():
                 ENDPOINT_WEIGHT_FACTOR.labels(pool=pool, endpoint=d.address, factor=factor).set(
                     value
                 )
-            if d.sample is None:
+            sample = d.explanation.sample
+            if sample is None:
                 continue
-            for signal, reading in d.sample.readings.items():
+            for signal, reading in sample.readings.items():
                 age = max(0.0, now - reading.observed_at)
                 SIGNAL_AGE.labels(pool=pool, endpoint=d.address, signal=signal.value).set(age)
 

@@ -130,7 +130,7 @@ def weights_view(
                     "address": d.address,
                     "weight": d.weight,
                     "health": d.health.value,
-                    "reason": d.reason,
+                    "reason": d.explanation.reason,
                 }
                 for d in decisions
             ]

@@ -17,7 +17,7 @@ class RestartConfig(StrictModel):
 
     state_file: Path | None = Field(
         default=None,
-        description="Where the engine's last decisions are kept (JSON, replaced atomically; "
+        description="Where the engine's last endpoint states are kept (JSON, replaced atomically; "
         "relative paths are read from the config file's folder). Unset: a file named after the "
         "config's path in a private `xds-control-<uid>` folder of the system temp dir, which "
         "survives a process restart (kill, crash, OOM) but holds nothing an operator must "

@@ -20,8 +20,8 @@ def server_stale(
     """Healthy and running requests by the engine's reading, yet silent for ``stale_after_s``.
     Without a reading (no signal source) staleness is never claimed."""
     running = None
-    if decision is not None and decision.sample is not None:
-        running = decision.sample.value(Signal.RUNNING)
+    if decision is not None and decision.explanation.sample is not None:
+        running = decision.explanation.sample.value(Signal.RUNNING)
     healthy = decision is not None and decision.health is Health.HEALTHY
     return is_stale(status, healthy=healthy, busy=bool(running), stale_after_s=stale_after_s)
 

@@ -13,15 +13,17 @@ as the engine takes to reconverge. ``WarmStart`` holds the engine's weights acro
 - ``save`` keeps the state file current: when a weight changed, and every
   ``restart.state_refresh_s`` while none did.
 
-The state file: the engine's whole state is its last decisions (``compute_weights`` takes them
-back as ``previous``), so the file holds those, per pool, minus the raw samples (which only
-explain a decision), and the pool weights of routes over several pools
-(``compute_route_weights`` takes those back the same way; a file without them, from before they
-were saved, resumes none), plus what says whether they still apply: when they were saved, the
-hash of the config they were computed for, and the snapshot version they were published in. A
-state that is older than the shortest ``hold_s`` (the engine itself would stop trusting such
-weights) or from another config is ignored. The file is JSON, written to a temporary file beside
-it and renamed over it (``os.replace``), so a crash mid-write leaves the old file or the new one.
+The state file: the engine's whole state is its last decisions' ``EndpointState`` (what
+``compute_weights`` takes back as ``previous``, the published weight and health among it), so
+the file holds those, per pool, and never the explanations; and the pool weights of routes
+over several pools (``compute_route_weights`` takes those back the same way; a file without
+them resumes none), plus what says whether they still apply: when they were saved, the hash of
+the config they were computed for, and the snapshot version they were published in. A state
+that is older than the shortest ``hold_s`` (the engine itself would stop trusting such weights)
+or from another config is ignored, and so is a file of another format (an earlier version's,
+which saved whole decisions): the plane then starts cold, with a warning. The file is JSON,
+written to a temporary file beside it and renamed over it (``os.replace``), so a crash
+mid-write leaves the old file or the new one.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ import structlog
 from xds_control.config import Config
 from xds_control.control.weigher import EngineWeights, Weigher
 from xds_control.discovery import Endpoint, Health
-from xds_control.engine import Factors, WeightDecision
-from xds_control.engine.pools import PoolWeight, RouteWeights
+from xds_control.engine import EndpointState, Factors
+from xds_control.engine.pool_weights import PoolWeight, RouteWeights
 
 __all__ = [
     "EngineState",
@@ -62,18 +64,21 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 
-FORMAT = 1
+FORMAT = 2
+"""1: whole decisions (before the engine kept its state apart); 2: endpoint states."""
 
 
 @dataclass(frozen=True, slots=True)
 class EngineState:
-    """The engine's decisions at ``saved_at`` (Unix seconds), for the config ``config_hash``."""
+    """The engine's endpoint states at ``saved_at`` (Unix seconds), for the config
+    ``config_hash``."""
 
     config_hash: str
     version: str
     """The snapshot version these weights were published in."""
     saved_at: float
-    pools: Mapping[str, tuple[WeightDecision, ...]]
+    pools: Mapping[str, Mapping[str, EndpointState]]
+    """Pool -> address -> the endpoint's state, in the pool's endpoint order."""
     routes: RouteWeights = field(default_factory=dict)
     """``listener/route`` -> pool -> its weight on that route."""
 
@@ -110,8 +115,8 @@ def encode_state(state: EngineState) -> str:
             "version": state.version,
             "saved_at": state.saved_at,
             "pools": {
-                name: [_encode_decision(d) for d in decisions]
-                for name, decisions in state.pools.items()
+                name: [_encode_endpoint(address, s) for address, s in states.items()]
+                for name, states in state.pools.items()
             },
             "routes": {
                 key: [_encode_pool_weight(w) for w in weights.values()]
@@ -124,9 +129,11 @@ def encode_state(state: EngineState) -> str:
 
 def decode_state(text: str) -> EngineState:
     """The state in ``text``; ``ValueError`` for anything else (another format, another
-    engine version's decision fields, garbage)."""
+    engine version's state fields, garbage)."""
     try:
         data = json.loads(text)
+        if data["format"] == 1:
+            raise ValueError("format 1, an earlier version's whole decisions; starting cold")
         if data["format"] != FORMAT:
             raise ValueError(f"format {data['format']!r}, expected {FORMAT}")
         return EngineState(
@@ -134,8 +141,8 @@ def decode_state(text: str) -> EngineState:
             version=str(data["version"]),
             saved_at=float(data["saved_at"]),
             pools={
-                str(name): tuple(_decode_decision(d) for d in decisions)
-                for name, decisions in data["pools"].items()
+                str(name): dict(map(_decode_endpoint, endpoints))
+                for name, endpoints in data["pools"].items()
             },
             routes={
                 str(key): {w.pool: w for w in map(_decode_pool_weight, weights)}
@@ -176,23 +183,22 @@ def load_state(path: Path) -> EngineState | None:
     return decode_state(text)
 
 
-def _encode_decision(decision: WeightDecision) -> dict[str, Any]:
-    fields = decision._asdict()
-    fields["health"] = decision.health.value
-    fields["factors"] = decision.factors._asdict()
-    del fields["sample"]  # raw readings only explain a decision; the next cycle reads anew
+def _encode_endpoint(address: str, state: EndpointState) -> dict[str, Any]:
+    fields: dict[str, Any] = {"address": address, **state._asdict()}
+    fields["health"] = state.health.value
+    fields["factors"] = state.factors._asdict()
     return fields
 
 
-def _decode_decision(fields: dict[str, Any]) -> WeightDecision:
+def _decode_endpoint(fields: dict[str, Any]) -> tuple[str, EndpointState]:
     fields = dict(fields)
+    address = str(fields.pop("address"))
     fields["health"] = Health(fields["health"])
     fields["factors"] = Factors(**fields["factors"])
-    fields["sample"] = None
-    decision = WeightDecision(**fields)
-    if not isinstance(decision.weight, int) or not 1 <= decision.weight <= 100:
-        raise ValueError(f"{decision.address}: weight {decision.weight!r} is not in 1..100")
-    return decision
+    state = EndpointState(**fields)
+    if not isinstance(state.weight, int) or not 1 <= state.weight <= 100:
+        raise ValueError(f"{address}: weight {state.weight!r} is not in 1..100")
+    return address, state
 
 
 def _encode_pool_weight(weight: PoolWeight) -> dict[str, Any]:
@@ -294,7 +300,7 @@ class WarmStart:
             config_hash=self._hashed[1],
             version=version,
             saved_at=self._clock(),
-            pools=self._weigher.decisions,
+            pools=self._weigher.states(),
             routes=self._weigher.view().routes,
         )
         path = state_path(config, config_path=self._config_path)

@@ -20,9 +20,20 @@ import structlog
 from xds_control.config import Config, SignalsConfig
 from xds_control.control.reconcile import PoolWeights
 from xds_control.discovery import Endpoint
-from xds_control.engine import WeightDecision, compute_weights, fleet_step_scale
+from xds_control.engine import (
+    EndpointState,
+    WeightDecision,
+    compute_weights,
+    fleet_step_scale,
+    states_of,
+)
 from xds_control.engine.autoscale import Recommendation, recommend_pools
-from xds_control.engine.pools import PoolWeight, RouteWeights, compute_route_weights, route_key
+from xds_control.engine.pool_weights import (
+    PoolWeight,
+    RouteWeights,
+    compute_route_weights,
+    route_key,
+)
 from xds_control.errors import SignalError
 from xds_control.signals import (
     DataPath,
@@ -93,7 +104,8 @@ class EngineView:
 
 
 class Weigher:
-    """Owns the engine's state between cycles: the previous decisions and last good samples."""
+    """Owns the engine's state between cycles: the last decisions (their states are what the
+    next cycle continues from) and the last good samples."""
 
     def __init__(
         self,
@@ -113,7 +125,7 @@ class Weigher:
         self._clock = clock
         self._prometheus_samples: Mapping[str, Sample] = {}
         self._data_path_samples: Mapping[str, Sample] = {}
-        self._decisions: dict[str, WeightDecision] = {}
+        self._states: dict[str, EndpointState] = {}
         self._by_pool: Mapping[str, tuple[WeightDecision, ...]] = MappingProxyType({})
         self._routes: RouteWeights = MappingProxyType({})
         self._autoscale: Mapping[str, Recommendation] = MappingProxyType({})
@@ -211,20 +223,32 @@ class Weigher:
         scraped = self.scrape.latest() if self.scrape is not None else {}
         return bool(scraped) and all(_decidable(sample) for sample in scraped.values())
 
-    @property
-    def decisions(self) -> Mapping[str, tuple[WeightDecision, ...]]:
-        """The last decisions per pool (computed, or restored from a saved state)."""
-        return self._by_pool
+    def states(self) -> dict[str, dict[str, EndpointState]]:
+        """Each pool's endpoint states (address -> state, in the pool's endpoint order): what
+        the state file keeps."""
+        return {
+            pool: {d.address: d.state for d in decisions}
+            for pool, decisions in self._by_pool.items()
+        }
 
     def restore(
-        self, pools: Mapping[str, tuple[WeightDecision, ...]], *, routes: RouteWeights
+        self, pools: Mapping[str, Mapping[str, EndpointState]], *, routes: RouteWeights
     ) -> None:
-        """Resume from decisions and route pool weights saved by an earlier process: the next
-        ``decide`` continues from them (smoothing, hysteresis, hold, capacity estimates) as if
-        never stopped."""
-        self._by_pool = MappingProxyType(dict(pools))
+        """Resume from endpoint states and route pool weights saved by an earlier process: the
+        weights they published are published again, and the next ``decide`` continues from them
+        (smoothing, hysteresis, staleness, capacity estimates) as if never stopped."""
+        self._by_pool = MappingProxyType(
+            {
+                pool: tuple(
+                    WeightDecision.resumed(address, state) for address, state in states.items()
+                )
+                for pool, states in pools.items()
+            }
+        )
         self._routes = MappingProxyType(dict(routes))
-        self._decisions = {d.address: d for decisions in pools.values() for d in decisions}
+        self._states = {
+            address: state for states in pools.values() for address, state in states.items()
+        }
 
     async def fetch(self, *, config: Config, endpoints: Mapping[str, tuple[Endpoint, ...]]) -> None:
         """Ask Prometheus and read the data path (the scrapes run in their own task); a
@@ -253,18 +277,16 @@ class Weigher:
         scraped = self.scrape.latest() if self.scrape is not None else {}
         samples = merge_samples(self._prometheus_samples, scraped, self._data_path_samples)
         now = self._clock()
-        decisions: dict[str, WeightDecision] = {}
+        states: dict[str, EndpointState] = {}
         by_pool: dict[str, tuple[WeightDecision, ...]] = {}
         data_path = self._data_path_source is not None
-        fleet_scale = (
-            fleet_step_scale(decisions=self._decisions, samples=samples) if data_path else None
-        )
+        fleet_scale = fleet_step_scale(states=self._states, samples=samples) if data_path else None
         for pool in config.pools:
             pool_endpoints = endpoints.get(pool.name, ())
             previous = {
-                e.address: self._decisions[e.address]
+                e.address: self._states[e.address]
                 for e in pool_endpoints
-                if e.address in self._decisions
+                if e.address in self._states
             }
             decided = compute_weights(
                 pool=pool,
@@ -275,9 +297,9 @@ class Weigher:
                 data_path=data_path,
                 fleet_scale=fleet_scale,
             )
-            decisions.update(decided)
+            states.update(states_of(decided))
             by_pool[pool.name] = tuple(decided[e.address] for e in pool_endpoints)
-        self._decisions = decisions
+        self._states = states
         self._by_pool = MappingProxyType(by_pool)
         self._routes = MappingProxyType(
             compute_route_weights(

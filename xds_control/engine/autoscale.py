@@ -116,15 +116,15 @@ def pool_load(
     memory: list[float] = []
     lagging: list[str] = []
     for decision in decisions:
-        readings = decision.sample.readings if decision.sample is not None else {}
+        sample = decision.explanation.sample
+        readings = sample.readings if sample is not None else {}
         fresh = {s: r.value for s, r in readings.items() if r.observed_at >= since}
         if Signal.REQUEST_RATE in fresh:
             rates.append(fresh[Signal.REQUEST_RATE])
         if Signal.GPU_MEMORY_USED in fresh:
             memory.append(fresh[Signal.GPU_MEMORY_USED])
-        newest = decision.first_seen_at is not None and now - decision.first_seen_at < (
-            newest_window_s
-        )
+        first_seen_at = decision.state.first_seen_at
+        newest = first_seen_at is not None and now - first_seen_at < (newest_window_s)
         slo = fresh.get(Signal.SLO_TTFT)
         if newest and (decision.health is not Health.HEALTHY or slo is None or slo < P95):
             lagging.append(decision.address)

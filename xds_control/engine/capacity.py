@@ -37,7 +37,7 @@ import numpy as np
 
 from xds_control.config import WeightPolicy
 from xds_control.engine.columns import Column, Mask
-from xds_control.engine.decision import WeightDecision
+from xds_control.engine.decision import EndpointState
 from xds_control.engine.factors import MIN_STEP_S, capacity_estimate
 from xds_control.engine.inputs import Inputs
 from xds_control.engine.speed import FIT, SPEED, Speed, pooled, read_speed
@@ -114,9 +114,9 @@ _SCALE_CEILING = 1e9
 """Engine step over data-path step (bytes per token) beyond any real output format."""
 _SCALE_MOVE = float(np.log(2.0))
 """The farthest (in log) one cycle's reading of an endpoint's step scale is counted from its
-kept one. A window whose engine step caught a long prefill stall the data path's window did
-not (1.6 s against 12 ms) took one H100's scale from 202 to 2,432 in two cycles when read as it
-came, and the fleet's sixfold (docs/benchmarks.md)."""
+kept one: a window whose engine step caught a long prefill stall that the data path's window
+missed would otherwise move the scale, and through the pool's median every data-path reading,
+many times over (docs/weights.md, "Pools that mix engines")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +190,38 @@ def _timing(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Measure:
+    """What the pool's capacities are read from this cycle, per endpoint."""
+
+    name: str
+    """``BY_STEP``, ``BY_EXECUTION`` or ``BY_DATA_PATH``."""
+    timing: Column
+    work: Column
+    assumed: Mask
+    """Endpoints with no comparable timing (``Capacity.assumed``)."""
+
+
+def _measure(inputs: Inputs, timed: _Timing, *, decode_step: Mask, data_path: bool) -> _Measure:
+    """With the data path every endpoint is timed alike, and one with no reading yet is new or
+    idle, as anywhere; without it a pool with any engine step is measured in decode steps (an
+    endpoint with none assumed typical), and a pool with none compares compute per execution:
+    a whole request, with no prefill work to take out."""
+    nobody = np.zeros(len(inputs.addresses), dtype=np.bool_)
+    if data_path:
+        name = BY_STEP if decode_step.any() else BY_DATA_PATH
+        return _Measure(name=name, timing=timed.step, work=timed.work, assumed=nobody)
+    if decode_step.any():
+        assumed = ~decode_step & (timed.step != timed.step)
+        return _Measure(name=BY_STEP, timing=timed.step, work=timed.work, assumed=assumed)
+    return _Measure(
+        name=BY_EXECUTION,
+        timing=np.where(timed.step == timed.step, timed.step, inputs.signal(Signal.EXEC_COMPUTE_S)),
+        work=np.where(timed.step == timed.step, timed.work, 0.0),
+        assumed=nobody,
+    )
+
+
 def assess_capacity(
     inputs: Inputs,
     policy: WeightPolicy,
@@ -212,58 +244,32 @@ def assess_capacity(
         fleet_scale=fleet_scale,
         alpha=policy.capacity_alpha,
     )
-    if data_path:
-        # Every endpoint is timed alike; one with no reading yet is new or idle, as anywhere.
-        measure = BY_STEP if decode_step.any() else BY_DATA_PATH
-        timing, work = timed.step, timed.work
-        assumed = np.zeros(len(inputs.addresses), dtype=np.bool_)
-    elif decode_step.any():
-        measure, timing, work = BY_STEP, timed.step, timed.work
-        assumed = ~decode_step & (timed.step != timed.step)
-    else:
-        # A whole request per execution: no prefill work to take out.
-        measure = BY_EXECUTION
-        timing = np.where(
-            timed.step == timed.step, timed.step, inputs.signal(Signal.EXEC_COMPUTE_S)
-        )
-        work = np.where(timed.step == timed.step, timed.work, 0.0)
-        assumed = np.zeros(len(inputs.addresses), dtype=np.bool_)
+    measure = _measure(inputs, timed, decode_step=decode_step, data_path=data_path)
+    timing, work, assumed = measure.timing, measure.work, measure.assumed
     with np.errstate(invalid="ignore"):
         # Garbage (absurd counts or steps) would overflow the fit's squares: no reading.
         readable = (timing > 0.0) & (timing < _STEP_CEILING_S) & ~(work >= _WORK_CEILING)
-    # An assumed endpoint's state, if any, was in another measure: dropped.
-    last = _last_speed(inputs, drop=assumed)
     speed = read_speed(
         # A step under MIN_STEP_S is a broken metric, as in ``capacity_estimate``.
         step=np.where(readable & ~assumed, np.maximum(timing, MIN_STEP_S), np.nan),
         work=np.where(work == work, np.maximum(work, 0.0), 0.0),
         group=timed.by_data_path,
-        last=last,
+        # An assumed endpoint's state, if any, was in another measure: dropped.
+        last=_last_speed(inputs, drop=assumed),
         alpha=policy.capacity_alpha,
         recent_alpha=max(policy.capacity_recent_alpha, policy.capacity_alpha),
         drop=policy.capacity_drop,
     )
-    slowness = pooled(speed, group=timed.by_data_path)
-    with np.errstate(invalid="ignore", over="ignore"):
-        kept = capacity_estimate(
-            batch_slots=slots, decode_step_s=speed.reference_step * np.exp(slowness)
-        )
-    # No reading ever, or absurd slots or step.
-    known = (kept > 0.0) & (kept < CAPACITY_CEILING)
-    kept = np.where(known, kept, np.nan)
-    # The best counts endpoints with no reading this cycle at their kept estimate: an idle
-    # fast server (no tokens, so no decode step) has not lost its speed, and without it the
-    # best would be a slow busy one, whose weight would jump to the top.
-    best = float(np.nanmax(kept)) if known.any() else 0.0
-    typical = float(np.median(kept[known] / best)) if best > 0.0 else 1.0
+    kept = _kept_estimate(slots, speed=speed, group=timed.by_data_path)
+    best = _best(kept)
     return Capacity(
         slots=slots,
         estimate=np.where(readable & ~assumed, kept, np.nan),
         kept_estimate=kept,
         speed=speed,
         best=best,
-        typical=typical,
-        measure=measure,
+        typical=float(np.median(kept[kept == kept] / best)) if best > 0.0 else 1.0,
+        measure=measure.name,
         assumed=assumed,
         by_data_path=timed.by_data_path,
         scaled=timed.scaled,
@@ -271,8 +277,30 @@ def assess_capacity(
     )
 
 
+def _kept_estimate(slots: Column, *, speed: Speed, group: Mask) -> Column:
+    """Each endpoint's capacity from its slowness pooled with its group's, whether or not it
+    was read this cycle; NaN where it never was, or where slots or step are absurd."""
+    slowness = pooled(speed, group=group)
+    with np.errstate(invalid="ignore", over="ignore"):
+        kept = capacity_estimate(
+            batch_slots=slots, decode_step_s=speed.reference_step * np.exp(slowness)
+        )
+    known = (kept > 0.0) & (kept < CAPACITY_CEILING)
+    estimate: Column = np.where(known, kept, np.nan)
+    return estimate
+
+
+def _best(kept: Column) -> float:
+    """The pool's best estimate, counting endpoints with no reading this cycle at their kept
+    one: an idle fast server (no tokens, so no decode step) has not lost its speed, and
+    without it the best would be a slow busy one, whose weight would jump to the top; 0 if
+    none."""
+    known = kept == kept
+    return float(np.nanmax(kept)) if known.any() else 0.0
+
+
 def _last_speed(inputs: Inputs, *, drop: Mask) -> Speed:
-    """The speed state the previous decisions kept (none where ``drop``)."""
+    """The speed state the previous cycle kept (none where ``drop``)."""
 
     def kept(name: str) -> Column:
         return np.where(drop, np.nan, inputs.last(name))
@@ -291,17 +319,17 @@ def _last_speed(inputs: Inputs, *, drop: Mask) -> Speed:
 
 
 def fleet_step_scale(
-    *, decisions: Mapping[str, WeightDecision], samples: Mapping[str, Sample]
+    *, states: Mapping[str, EndpointState], samples: Mapping[str, Sample]
 ) -> float | None:
     """The median step scale over the fleet (in log): each endpoint's smoothed ``step_scale`` from
-    ``decisions`` (every pool's, by address), else its sample's engine step over data-path step
-    (the first cycle). It puts the data path's readings of a pool with no engine step of its
-    own on the fleet's scale; ``None`` if no endpoint has both readings."""
+    ``states`` (every pool's last, by address), else its sample's engine step over data-path
+    step (the first cycle). It puts the data path's readings of a pool with no engine step of
+    its own on the fleet's scale; ``None`` if no endpoint has both readings."""
     scales = []
-    for address in decisions.keys() | samples.keys():
-        decision = decisions.get(address)
-        if decision is not None and decision.step_scale is not None:
-            scales.append(decision.step_scale)
+    for address in states.keys() | samples.keys():
+        state = states.get(address)
+        if state is not None and state.step_scale is not None:
+            scales.append(state.step_scale)
             continue
         sample = samples.get(address)
         if sample is None:

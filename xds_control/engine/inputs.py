@@ -1,10 +1,10 @@
-"""A pool's endpoints as columns: fresh readings and the previous decisions' state.
+"""A pool's endpoints as columns: fresh readings and the state the previous cycle kept.
 
 The engine's arithmetic runs once per column with NumPy instead of once per endpoint in the
 interpreter (at 10,000 endpoints that was most of a cycle). This is the one loop over the
-endpoints that pulls Python values out of the samples and the previous decisions.
+endpoints that pulls Python values out of the samples and the previous states.
 
-A missing value is NaN: no fresh reading, or no previous decision (or a ``None`` in it).
+A missing value is NaN: no fresh reading, or no previous state (or a ``None`` in it).
 Readings are validated (``Sample.build``/``make_reading`` reject NaN), so NaN can only mean
 "missing".
 """
@@ -21,7 +21,7 @@ import numpy as np
 
 from xds_control.discovery import Endpoint
 from xds_control.engine.columns import Column, Mask
-from xds_control.engine.decision import WeightDecision
+from xds_control.engine.decision import EndpointState
 from xds_control.engine.speed import FIT, SPEED
 from xds_control.signals import Sample, Signal
 
@@ -57,7 +57,6 @@ SIGNALS = (
 
 _NUMBERS = ("smoothed", "weight", "candidate", "candidate_since", "computed_at")
 _OPTIONAL = (
-    "capacity_estimate",
     "started_at",
     "warmup_from",
     "first_seen_at",
@@ -70,7 +69,8 @@ _OPTIONAL = (
     "slo_noise",
 )
 STATE = (*_NUMBERS, *_OPTIONAL)
-"""Row order of ``Inputs.state``: what the next cycle needs of a decision, then its factors."""
+"""Row order of ``Inputs.state``: the ``EndpointState`` fields read as columns, then the
+state's factors."""
 
 _NAN = float("nan")
 _NO_NUMBERS = (_NAN,) * (len(_NUMBERS) + 7)
@@ -86,11 +86,11 @@ class Inputs:
 
     addresses: list[str]
     samples: list[Sample | None]
-    previous: list[WeightDecision | None]
+    previous: list[EndpointState | None]
     fresh: Column
     """Shape (len(SIGNALS), n): fresh readings by signal."""
     state: Column
-    """Shape (len(STATE) + 7, n): the previous decision's ``STATE``, then its seven factors."""
+    """Shape (len(STATE) + 7, n): the previous state's ``STATE`` fields, then its seven factors."""
     fallback_slots: Column
     """Batch slots when none are exported: the endpoint's configured, else the pool's."""
     failures: Column
@@ -102,13 +102,13 @@ class Inputs:
         return readings
 
     def last(self, name: str) -> Column:
-        """The previous decisions' ``name`` (a ``STATE`` field)."""
+        """The previous states' ``name`` (a ``STATE`` field)."""
         values: Column = self.state[STATE.index(name)]
         return values
 
     @property
     def known(self) -> Mask:
-        """Rows with a previous decision (its weight is never missing)."""
+        """Rows with a previous state (its weight is never missing)."""
         weight = self.last("weight")
         known: Mask = weight == weight
         return known
@@ -122,7 +122,7 @@ class Inputs:
 
     @property
     def last_factors(self) -> Column:
-        """The previous decisions' factors, shape (7, n), in ``Factors`` field order."""
+        """The previous states' factors, shape (7, n), in ``Factors`` field order."""
         return self.state[len(STATE) :]
 
 
@@ -138,11 +138,11 @@ def gather(
     *,
     endpoints: Sequence[Endpoint],
     samples: Mapping[str, Sample],
-    previous: Mapping[str, WeightDecision],
+    previous: Mapping[str, EndpointState],
     since: float,
     default_slots: float,
 ) -> Inputs:
-    """The readings observed at or after ``since``, and the previous decisions, as columns."""
+    """The readings observed at or after ``since``, and the previous states, as columns."""
     addresses = [endpoint.address for endpoint in endpoints]
     row_samples = list(map(samples.get, addresses))
     prevs = list(map(previous.get, addresses))
@@ -172,8 +172,8 @@ def _readings(samples: list[Sample | None], *, since: float) -> Column:
     return columns
 
 
-def _state(previous: list[WeightDecision | None]) -> Column:
-    """The previous decisions' ``STATE``, then their factors, one row per field."""
+def _state(previous: list[EndpointState | None]) -> Column:
+    """The previous states' ``STATE`` fields, then their factors, one row per field."""
     numbers: list[float] = []
     optional: list[float | None] = []
     put_numbers, put_optional = numbers.extend, optional.extend

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from xds_control.config import WeightPolicy
+from xds_control.engine.averages import Averaged, average, kernel_mean
 from xds_control.engine.capacity import Capacity
 from xds_control.engine.columns import Column, Mask
 from xds_control.engine.factors import (
@@ -24,7 +25,6 @@ from xds_control.engine.factors import (
     slo_factor,
 )
 from xds_control.engine.inputs import Inputs
-from xds_control.engine.pooling import Averaged, average, kernel_mean
 from xds_control.signals import Signal
 
 __all__ = ["Scored", "product", "score_factors"]
@@ -50,7 +50,7 @@ def _compliance(inputs: Inputs, *, alpha: float) -> tuple[Averaged, Column]:
     the compliance the SLO factor is read from: 1 less its shortfall against the pool's best.
 
     Averaged: one window's compliance swings with a few requests that arrived together, which
-    the queue factor answers at once. Pooled within its noise (``pooling.py``): identical
+    the queue factor answers at once. Pooled within its noise (``averages.py``): identical
     servers' averages still wander apart for tens of seconds. Against the pool's best: a pool
     where every server misses alike gains nothing by moving load between them, and a level
     that moved for all of them would be a push for each."""

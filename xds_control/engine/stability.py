@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from xds_control.config import WeightPolicy
+from xds_control.engine.averages import kernel_mean
 from xds_control.engine.columns import Column, Mask
-from xds_control.engine.pooling import kernel_mean
 
 __all__ = ["Published", "ewma", "noise_alpha", "publish", "quantise"]
 
@@ -62,7 +62,7 @@ class _Peers:
 def _peers(mean: Column, *, spread: Column, measured: Mask) -> _Peers:
     """``mean`` and ``spread``, where ``measured``, pooled with the other measured rows'
     within the weights' noise: a Gaussian kernel of the means' distance as wide as the median
-    measured noise, twice (``pooling.py``)."""
+    measured noise, twice (``averages.py``)."""
     group = np.full(mean.shape[0], -1, dtype=np.int64)
     rows = np.flatnonzero(measured & (mean == mean) & (spread > 0.0))
     if rows.size < 2:
@@ -136,6 +136,74 @@ class Published:
     """How far the smoothed weight had to move from the published one to be published."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Noise:
+    """Each weight's slow average and measured noise after this cycle, and the noise before."""
+
+    mean: Column
+    spread: Column
+    before: Column
+    """The noise (a variance) measured up to the last cycle; 0 where none was."""
+
+
+def _measure_noise(
+    smoothed: Column,
+    *,
+    mean_before: Column,
+    spread_before: Column,
+    measured: Mask,
+    alpha: Column,
+    quantum: int,
+) -> _Noise:
+    """Each weight's noise where ``measured``: the mean square distance of its smoothed value
+    from a slow average of it (one outlying cycle counted as at most ``_NOISE_CLIP`` standard
+    deviations). A row not measured (stale, decaying or ramping up) moves by rule, not by
+    noise: its average follows its smoothed value exactly."""
+    first = mean_before != mean_before
+    deviation = np.where(first, 0.0, smoothed - mean_before)
+    before = np.where(spread_before == spread_before, spread_before, 0.0)
+    limit = _NOISE_CLIP**2 * np.maximum(before, (quantum / 2.0) ** 2)
+    # Averages over time, so each row's ``alpha`` depends on its time since the last cycle.
+    spread = before + alpha * (np.minimum(deviation * deviation, limit) - before)
+    mean = np.where(first | ~measured, smoothed, mean_before + alpha * (smoothed - mean_before))
+    return _Noise(mean=mean, spread=spread, before=before)
+
+
+def _step_limited(value: Column, *, published: Column, policy: WeightPolicy) -> Column:
+    """``value`` quantised, at most ``max_step`` from ``published`` and at least 1."""
+    low, high = np.maximum(published - policy.max_step, 1.0), published + policy.max_step
+    limited: Column = np.maximum(low, np.minimum(quantise(value, quantum=policy.quantum), high))
+    return limited
+
+
+def _dead_band(published: Column, *, noise: Column, policy: WeightPolicy) -> Column:
+    """How far a smoothed weight must move from ``published`` to be published at once: the
+    largest of ``hysteresis x weight``, one quantum and ``_NOISE_BAND`` standard deviations of
+    its measured ``noise`` (at most ``_NOISE_CAP``). A real change (a spike, a fault) is far
+    outside it; the noise of a steady server stays inside."""
+    band: Column = np.maximum(
+        np.maximum(policy.hysteresis * published, policy.quantum),
+        np.minimum(_NOISE_BAND * noise, _NOISE_CAP),
+    )
+    return band
+
+
+def _settled(
+    published: Column, *, peers: _Peers, measured: Mask, alpha: Column, quantum: int
+) -> Mask:
+    """Where a move the band holds back is published all the same: the slow average, pooled
+    with its peers', has moved by at least three quarters of a quantum and by ``_NOISE_BAND``
+    standard errors of that average (the noise over the square root of the cycles it
+    averages). What is published then is the average, not one noisy cycle, so the weight
+    converges to a steady target; when one peer settles, its whole group does (``_together``)."""
+    peers_noise = np.where(measured, np.sqrt(peers.spread), 0.0)
+    standard_error = peers_noise * np.sqrt(alpha / (2.0 - alpha))
+    return _together(
+        np.abs(peers.mean - published) >= np.maximum(0.75 * quantum, _NOISE_BAND * standard_error),
+        group=peers.group,
+    )
+
+
 def publish(
     *,
     smoothed: Column,
@@ -151,70 +219,46 @@ def publish(
 ) -> Published:
     """Turn smoothed weights into the weights to publish.
 
-    Each weight's noise is measured where ``measured`` (fresh signals, no ramp): the mean
-    square distance of its smoothed value from a slow average of it (over ``settle_s``; one
-    outlying cycle counted as at most ``_NOISE_CLIP`` standard deviations); a published move
-    starts the average afresh; a row not measured has no noise band.
-
-    The candidate is ``smoothed`` quantised and limited to ``max_step`` from ``published``;
-    it replaces ``published`` when it leaves the dead band, the largest of
-    ``hysteresis x weight``, one quantum and three standard deviations of the noise (at most
-    ``_NOISE_CAP``): a real
-    change (a spike, a fault) is far outside it and is published at once, the noise of a
-    steady server stays inside. A move the band holds back is still published once the slow
-    average has moved by at least three quarters of a quantum and by three standard errors of
-    that average (the noise over the square root of the cycles it averages): the weight
-    converges to a steady target, because what is published then is the average, not one
-    noisy cycle. The averages are pooled with the pool's that lie within the weights' noise
-    first (``_peers``), and when one of such peers settles, all of them do, on the group's one
-    level (``_group_level``): identical servers settle on one level, in one push; a group left
-    on two levels with no row moving is put back on one (``_split``). A row never published
-    before (``published`` NaN) publishes its candidate at once.
+    Each weight's noise is measured where ``measured`` (fresh signals, no ramp;
+    ``_measure_noise``). The candidate is ``smoothed`` quantised and limited to ``max_step``
+    from ``published``; it replaces ``published`` when it leaves the dead band
+    (``_dead_band``), or when the slow average has settled elsewhere (``_settled``). The
+    averages are pooled with the pool's that lie within the weights' noise first (``_peers``):
+    identical servers settle on one level (``_group_level``), in one push, and a group left on
+    two levels with no row moving is put back on one (``_split``). A published move starts the
+    average afresh; a row never published before (``published`` NaN) publishes its candidate
+    at once.
     """
     quantum = policy.quantum
-    first = mean_before != mean_before
-    deviation = np.where(first, 0.0, smoothed - mean_before)
-    spread_last = np.where(spread_before == spread_before, spread_before, 0.0)
-    limit = _NOISE_CLIP**2 * np.maximum(spread_last, (quantum / 2.0) ** 2)
-    # Averages over time, so each row's ``alpha`` depends on its time since the last cycle.
-    spread = spread_last + alpha * (np.minimum(deviation * deviation, limit) - spread_last)
-    # A row not measured follows its smoothed value exactly: its move is a rule, not noise.
-    mean = np.where(first | ~measured, smoothed, mean_before + alpha * (smoothed - mean_before))
-    # A row not measured (held, decaying or ramping up) moves by rule, not by noise.
-    noise = np.where(measured, np.sqrt(spread_last), 0.0)
-
+    noise = _measure_noise(
+        smoothed,
+        mean_before=mean_before,
+        spread_before=spread_before,
+        measured=measured,
+        alpha=alpha,
+        quantum=quantum,
+    )
     published = np.where(published == published, published, quantise(smoothed, quantum=quantum))
-    low, high = np.maximum(published - policy.max_step, 1.0), published + policy.max_step
-    candidate = np.maximum(low, np.minimum(quantise(smoothed, quantum=quantum), high))
-    # What a held weight settles on: its slow average, pooled with the pool's averages that lie
-    # within the weights' measured noise (identical servers settle on one level).
-    pooled = _peers(mean, spread=spread_last, measured=measured)
-    peers = pooled.mean
-    average = np.maximum(low, np.minimum(quantise(_group_level(pooled), quantum=quantum), high))
-    since = np.where(candidate == candidate_before, candidate_since, now)
-    band = np.maximum(
-        np.maximum(policy.hysteresis * published, quantum),
-        np.minimum(_NOISE_BAND * noise, _NOISE_CAP),
+    candidate = _step_limited(smoothed, published=published, policy=policy)
+    peers = _peers(noise.mean, spread=noise.before, measured=measured)
+    average = _step_limited(_group_level(peers), published=published, policy=policy)
+    band = _dead_band(
+        published, noise=np.where(measured, np.sqrt(noise.before), 0.0), policy=policy
     )
     moved = np.abs(smoothed - published) >= band
-    peers_noise = np.where(measured, np.sqrt(pooled.spread), 0.0)
-    standard_error = peers_noise * np.sqrt(alpha / (2.0 - alpha))
-    settled = _together(
-        np.abs(peers - published) >= np.maximum(0.75 * quantum, _NOISE_BAND * standard_error),
-        group=pooled.group,
-    )
+    settled = _settled(published, peers=peers, measured=measured, alpha=alpha, quantum=quantum)
     weight = np.where(
         (candidate == published) | moved, candidate, np.where(settled, average, published)
     )
-    weight = np.where(_split(weight, group=pooled.group, moved=moved), average, weight)
+    weight = np.where(_split(weight, group=peers.group, moved=moved), average, weight)
     return Published(
         weight=weight,
         candidate=candidate,
-        candidate_since=since,
+        candidate_since=np.where(candidate == candidate_before, candidate_since, now),
         suppressed=(weight == published) & (candidate != published),
         # A published move starts the average afresh at the new level: the change was real,
         # and the distance the old average lags behind it is not noise.
-        mean=np.where(moved, smoothed, mean),
-        spread=np.where(measured & ~moved, spread, spread_last),
+        mean=np.where(moved, smoothed, noise.mean),
+        spread=np.where(measured & ~moved, noise.spread, noise.before),
         band=band,
     )

@@ -23,13 +23,14 @@ def _candidate(endpoint: Endpoint, decision: WeightDecision | None) -> Candidate
     if decision is None:
         healthy = endpoint.health is Health.HEALTHY
         return Candidate(address=endpoint.address, weight=endpoint.weight, healthy=healthy)
-    readings = decision.sample.readings if decision.sample else {}
+    why = decision.explanation
+    readings = why.sample.readings if why.sample else {}
     waiting, kv = readings.get(Signal.WAITING), readings.get(Signal.KV_USAGE)
     return Candidate(
         address=endpoint.address,
         weight=decision.weight,
         healthy=endpoint.health is Health.HEALTHY and decision.health is Health.HEALTHY,
-        speed=decision.factors.capacity * decision.warmup,
+        speed=decision.state.factors.capacity * why.warmup,
         waiting=0.0 if waiting is None else waiting.value,
         observed_at=None if waiting is None else waiting.observed_at,
         kv_usage=None if kv is None else kv.value,

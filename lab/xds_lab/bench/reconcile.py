@@ -19,7 +19,7 @@ import aiohttp
 
 from xds_control.config import Engine, Pool, SignalsConfig
 from xds_control.discovery import Endpoint
-from xds_control.engine import WeightDecision, compute_weights
+from xds_control.engine import EndpointState, compute_weights, states_of
 from xds_control.signals import PrometheusSource, Sample, Signal, targets_for_pool
 from xds_lab.bench import entry
 from xds_lab.bench.tables import markdown_table
@@ -67,7 +67,7 @@ def time_reconcile(n: int, cycles: int, *, gc_paused: bool) -> tuple[float, floa
     rng = random.Random(n)
     pool = Pool(name="bench")
     endpoints = fleet(n)
-    previous: dict[str, WeightDecision] = {}
+    previous: dict[str, EndpointState] = {}
     timings = []
     for cycle in range(cycles + 1):
         now = NOW + cycle
@@ -75,12 +75,13 @@ def time_reconcile(n: int, cycles: int, *, gc_paused: bool) -> tuple[float, floa
         if gc_paused:
             gc.disable()
         started = time.perf_counter()
-        previous = compute_weights(
+        decided = compute_weights(
             pool=pool, endpoints=endpoints, samples=current, previous=previous, now=now
         )
         elapsed = (time.perf_counter() - started) * 1000
         gc.enable()
-        if cycle:  # the first cycle has no previous decisions; the loop's steady state does
+        previous = states_of(decided)
+        if cycle:  # the first cycle has no previous state; the loop's steady state does
             timings.append(elapsed)
     timings.sort()
     return statistics.median(timings), timings[int(0.95 * (len(timings) - 1))], timings[-1]
@@ -124,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         title="Reconcile: measured",
         what=f"best of {run.args.runs} run(s) per row.",
         body=[
-            "compute_weights, steady state (previous decisions given), fresh random samples",
+            "compute_weights, steady state (previous states given), fresh random samples",
             "",
             markdown_table(
                 header=["endpoints", "gc", "median ms", "p95 ms", "max ms", "target"], rows=rows

@@ -8,9 +8,9 @@ from types import MappingProxyType
 
 from prometheus_client import REGISTRY
 
+from decisions import steady_decision
 from xds_control.admin.exporter import refresh
 from xds_control.control import EngineView
-from xds_control.discovery import Health
 from xds_control.engine import Factors, WeightDecision
 from xds_control.server import StreamRegistry
 from xds_control.signals import Sample, Signal
@@ -19,24 +19,18 @@ from xds_control.signals.sample import Reading
 
 def decision(address: str, weight: int, *, observed_at: float) -> WeightDecision:
     reading = Reading(value=3.0, observed_at=observed_at, source="scrape")
-    return WeightDecision(
+    return steady_decision(
         address=address,
         weight=weight,
-        health=Health.HEALTHY,
         factors=Factors(capacity=0.8, queue=0.5),
         score=0.4,
         target=40.0,
         smoothed=40.0,
-        warmup=1.0,
         reason="fresh signals",
-        health_reason="",
         computed_at=observed_at,
         sample=Sample(address=address, readings={Signal.WAITING: reading}),
-        first_seen_at=None,
         last_fresh_at=observed_at,
-        held=40.0,
-        started_at=None,
-        warmup_from=None,
+        last_fresh_weight=40.0,
         candidate=weight,
         candidate_since=observed_at,
         capacity_estimate=1.0,

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from decisions import steady_decision
 from xds_control.config import parse_config
 from xds_control.control.warm_start import (
     EngineState,
+    WarmStart,
     config_hash,
     decode_state,
     encode_state,
@@ -18,6 +20,7 @@ from xds_control.control.warm_start import (
     save_state,
     unusable_because,
 )
+from xds_control.control.weigher import Weigher
 from xds_control.discovery import Health
 from xds_control.engine import Factors, WeightDecision
 
@@ -34,7 +37,7 @@ listeners:
 
 
 def decision(weight: int = 80) -> WeightDecision:
-    return WeightDecision(
+    return steady_decision(
         address="127.0.0.1:8001",
         weight=weight,
         health=Health.UNHEALTHY,
@@ -42,16 +45,12 @@ def decision(weight: int = 80) -> WeightDecision:
         score=0.4,
         target=40.0,
         smoothed=78.2,
-        warmup=1.0,
         reason="fresh signals",
         health_reason="3 failed scrapes",
         computed_at=1000.0,
-        sample=None,
-        first_seen_at=None,
         last_fresh_at=999.5,
-        held=78.2,
+        last_fresh_weight=78.2,
         started_at=12.0,
-        warmup_from=None,
         candidate=80,
         candidate_since=990.0,
         capacity_estimate=3200.0,
@@ -64,7 +63,7 @@ def state(*, saved_at: float = 1000.0, weight: int = 80) -> EngineState:
         config_hash=config_hash(CONFIG),
         version="abc",
         saved_at=saved_at,
-        pools={"chat": (decision(weight),)},
+        pools={"chat": {"127.0.0.1:8001": decision(weight).state}},
     )
 
 
@@ -117,3 +116,27 @@ def test_a_state_file_of_another_user_is_not_resumed(tmp_path: Path) -> None:
     os.chown(path, 4321, 4321)
     with pytest.raises(ValueError, match="owned by uid 4321"):
         load_state(path)
+
+
+async def test_a_state_file_of_the_earlier_format_is_ignored_and_the_plane_starts_cold(
+    tmp_path: Path,
+) -> None:
+    # Format 1 saved whole decisions (explanations and state in one record per endpoint).
+    older = {
+        "format": 1,
+        "config_hash": config_hash(CONFIG),
+        "version": "abc",
+        "saved_at": 1000.0,
+        "pools": {"chat": [{"address": "127.0.0.1:8001", "weight": 80, "held": 78.2}]},
+    }
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(older))
+    with pytest.raises(ValueError, match="format 1, an earlier version's"):
+        load_state(path)
+    weigher = Weigher(prometheus=None, scrape=None)
+    warm = WarmStart(weigher=weigher, config_path=tmp_path / "config.yaml", clock=lambda: 1005.0)
+    config = CONFIG.model_copy(
+        update={"restart": CONFIG.restart.model_copy(update={"state_file": path})}
+    )
+    await warm.resume(config)
+    assert weigher.view().pools == {}  # nothing resumed: the first snapshot waits for signals

@@ -19,7 +19,7 @@ from xds_control.control.warm_start import (
 )
 from xds_control.control.weigher import Weigher
 from xds_control.engine import WeightDecision
-from xds_control.engine.pools import PoolWeight
+from xds_control.engine.pool_weights import PoolWeight
 from xds_control.errors import SignalError
 from xds_control.signals import Sample, Target
 
@@ -52,7 +52,7 @@ def _decision(address: str, weight: int) -> WeightDecision:
         weight=weight,
         target=float(weight),
         smoothed=float(weight),
-        held=float(weight),
+        last_fresh_weight=float(weight),
         candidate=weight,
         reason="fresh signals",
         computed_at=1000.0,
@@ -80,7 +80,10 @@ def _state(config: Config) -> EngineState:
         config_hash=config_hash(config),
         version="v7",
         saved_at=1000.0,
-        pools={"a": (_decision("127.0.0.1:8001", 90),), "b": (_decision("127.0.0.1:8002", 70),)},
+        pools={
+            "a": {"127.0.0.1:8001": _decision("127.0.0.1:8001", 90).state},
+            "b": {"127.0.0.1:8002": _decision("127.0.0.1:8002", 70).state},
+        },
         routes={"gw/split": {"a": _pool_weight("a", 100), "b": _pool_weight("b", 35)}},
     )
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from xds_control.config import Pool
 from xds_control.config.autoscale import AutoscalePolicy
 from xds_control.discovery import Endpoint
-from xds_control.engine import compute_weights
+from xds_control.engine import compute_weights, states_of
 from xds_control.engine.autoscale import PoolLoad, Recommendation, recommend, recommend_pools
 from xds_control.signals import Sample, Signal
 
@@ -140,7 +140,9 @@ def test_pool_load_from_the_engine_names_the_newest_replicas_that_lag() -> None:
         "10.0.0.3:8000": sample(3, at=5.0, slo=0.9),
         "10.0.0.4:8000": sample(4, at=5.0, slo=None),
     }
-    second = compute_weights(pool=pool, endpoints=grown, samples=samples, previous=first, now=5.0)
+    second = compute_weights(
+        pool=pool, endpoints=grown, samples=samples, previous=states_of(first), now=5.0
+    )
     decided = {"p": tuple(second[e.address] for e in grown)}
     out = recommend_pools(pools=[pool], decisions=decided, previous={}, now=5.0)["p"]
     assert out.load.replicas == 4

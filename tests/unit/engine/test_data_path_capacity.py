@@ -10,8 +10,8 @@ import pytest
 from engine_rows import NOW, a_sample, an_endpoint
 from xds_control.config import Engine, Pool, WeightPolicy, parse_config
 from xds_control.discovery import Endpoint
-from xds_control.engine import WeightDecision, compute_weights, fleet_step_scale
-from xds_control.engine.pools import compute_route_weights
+from xds_control.engine import WeightDecision, compute_weights, fleet_step_scale, states_of
+from xds_control.engine.pool_weights import compute_route_weights
 from xds_control.signals import Sample, Signal
 
 BYTES_PER_TOKEN = 12.0
@@ -31,7 +31,7 @@ def cycles(
             pool=pool,
             endpoints=endpoints,
             samples=samples,
-            previous=previous,
+            previous=states_of(previous),
             now=NOW + cycle,
             data_path=data_path,
         )
@@ -54,13 +54,15 @@ def test_a_triton_server_is_timed_by_the_data_path_on_the_vllm_servers_scale() -
         ),
     }
     out = cycles(pool, [h100, a100, triton], samples)
-    estimate = {e.address: out[e.address].capacity_estimate for e in (h100, a100, triton)}
+    estimate = {
+        e.address: out[e.address].explanation.capacity_estimate for e in (h100, a100, triton)
+    }
     assert estimate[triton.address] == pytest.approx(64 / 0.08)
     assert estimate[a100.address] == pytest.approx(64 / 0.04)
     assert out[h100.address].weight > out[a100.address].weight > out[triton.address].weight
-    assert "capacity: decode step (engine)" in out[h100.address].reason
-    assert "on the engines' decode-step scale" in out[triton.address].reason
-    assert out[h100.address].step_scale == pytest.approx(BYTES_PER_TOKEN)
+    assert "capacity: decode step (engine)" in out[h100.address].explanation.reason
+    assert "on the engines' decode-step scale" in out[triton.address].explanation.reason
+    assert out[h100.address].state.step_scale == pytest.approx(BYTES_PER_TOKEN)
 
 
 @pytest.mark.parametrize("engine", [Engine.TRITON, None], ids=["triton", "no-metrics"])
@@ -99,17 +101,20 @@ def test_a_server_with_no_reading_this_cycle_stays_on_the_data_path_s_line(
                 pool=pool,
                 endpoints=endpoints,
                 samples={e.address: sample(e, at) for e in endpoints},
-                previous=history[-1],
+                previous=states_of(history[-1]),
                 now=at,
                 data_path=True,
             )
         )
     before, after = history[10], history[-1]
-    assert after[h100.address].capacity_estimate == pytest.approx(64 / 0.02)
+    assert after[h100.address].explanation.capacity_estimate == pytest.approx(64 / 0.02)
     assert after[h100.address].weight == before[h100.address].weight
     if engine is Engine.TRITON:  # still fresh (its compute time): its reason names the source
         for t in idle:
-            assert "capacity: time per response byte (data path)" in after[t.address].reason
+            assert (
+                "capacity: time per response byte (data path)"
+                in after[t.address].explanation.reason
+            )
 
 
 def test_without_the_data_path_the_triton_server_is_still_assumed_typical() -> None:
@@ -120,8 +125,8 @@ def test_without_the_data_path_the_triton_server_is_still_assumed_typical() -> N
         triton.address: a_sample(triton.address, exec_compute_s=3.0),
     }
     out = cycles(pool, [h100, triton], samples, data_path=False)
-    assert out[triton.address].capacity_estimate is None
-    assert "capacity: none: assumed typical" in out[triton.address].reason
+    assert out[triton.address].explanation.capacity_estimate is None
+    assert "capacity: none: assumed typical" in out[triton.address].explanation.reason
 
 
 def test_servers_with_no_metrics_are_ordered_by_the_data_path_alone() -> None:
@@ -135,10 +140,12 @@ def test_servers_with_no_metrics_are_ordered_by_the_data_path_alone() -> None:
     out = cycles(pool, list(per_byte), samples)
     weights = [out[e.address].weight for e in (fast, middle, slow)]
     assert weights[0] > weights[1] > weights[2]
-    assert out[fast.address].factors.capacity == pytest.approx(1.0)
+    assert out[fast.address].state.factors.capacity == pytest.approx(1.0)
     for e in per_byte:
-        assert "fresh signals" in out[e.address].reason  # not stale: the data path is a signal
-        assert "capacity: time per response byte (data path)" in out[e.address].reason
+        assert (
+            "fresh signals" in out[e.address].explanation.reason
+        )  # not stale: the data path is a signal
+        assert "capacity: time per response byte (data path)" in out[e.address].explanation.reason
 
 
 def test_a_server_with_no_metrics_that_misses_its_ttft_target_is_judged_by_the_data_path() -> None:
@@ -152,8 +159,8 @@ def test_a_server_with_no_metrics_that_misses_its_ttft_target_is_judged_by_the_d
         for e, met in ((meets, 0.9), (misses, 0.3))
     }
     out = cycles(pool, [meets, misses], samples)
-    assert out[meets.address].factors.slo == 1.0
-    assert out[misses.address].factors.slo == pytest.approx(1.0 - 0.3 * 0.6, abs=0.02)
+    assert out[meets.address].state.factors.slo == 1.0
+    assert out[misses.address].state.factors.slo == pytest.approx(1.0 - 0.3 * 0.6, abs=0.02)
     assert out[misses.address].weight < out[meets.address].weight
 
 
@@ -180,12 +187,12 @@ def test_prefill_stalls_in_the_data_path_reading_are_taken_out() -> None:
             pool=pool,
             endpoints=[busy, quiet],
             samples=samples,
-            previous=previous,
+            previous=states_of(previous),
             now=NOW + cycle,
             data_path=True,
         )
-    busy_estimate = previous[busy.address].capacity_estimate
-    quiet_estimate = previous[quiet.address].capacity_estimate
+    busy_estimate = previous[busy.address].explanation.capacity_estimate
+    quiet_estimate = previous[quiet.address].explanation.capacity_estimate
     assert busy_estimate is not None
     assert quiet_estimate is not None
     assert busy_estimate == pytest.approx(quiet_estimate, rel=0.1)
@@ -218,20 +225,20 @@ def test_a_route_over_a_vllm_and_a_triton_pool_is_weighed_on_the_fleet_s_scale()
     }
     decisions: dict[str, dict[str, WeightDecision]] = {"h100": {}, "a100": {}}
     for cycle in range(10):
-        every = {a: d for pool in decisions.values() for a, d in pool.items()}
-        scale = fleet_step_scale(decisions=every, samples=samples)
+        every = {a: d.state for pool in decisions.values() for a, d in pool.items()}
+        scale = fleet_step_scale(states=every, samples=samples)
         for pool, endpoint in ((h100, an_endpoint(1)), (a100, an_endpoint(2, Engine.TRITON))):
             decisions[pool.name] = compute_weights(
                 pool=pool,
                 endpoints=[endpoint],
                 samples=samples,
-                previous=decisions[pool.name],
+                previous=states_of(decisions[pool.name]),
                 now=NOW + cycle,
                 data_path=True,
                 fleet_scale=scale,
             )
     by_pool = {name: tuple(found.values()) for name, found in decisions.items()}
-    assert by_pool["a100"][0].capacity_estimate == pytest.approx(64 / 0.04)
+    assert by_pool["a100"][0].explanation.capacity_estimate == pytest.approx(64 / 0.04)
     weights = compute_route_weights(
         config=config, decisions=by_pool, previous={}, now=NOW, data_path=True
     )
@@ -270,17 +277,17 @@ def test_one_stalled_engine_window_does_not_move_the_other_pool_s_capacity() -> 
                 datapath_step_s=0.04 / BYTES_PER_TOKEN,
             ),
         }
-        every = {a: d for found in decisions.values() for a, d in found.items()}
-        scale = fleet_step_scale(decisions=every, samples=samples)
+        every = {a: d.state for found in decisions.values() for a, d in found.items()}
+        scale = fleet_step_scale(states=every, samples=samples)
         for name, pool in pools.items():
             decisions[name] = compute_weights(
                 pool=pool,
                 endpoints=members[name],
                 samples=samples,
-                previous=decisions[name],
+                previous=states_of(decisions[name]),
                 now=NOW + cycle,
                 data_path=True,
                 fleet_scale=scale,
             )
-        estimates.append(decisions["a100"]["10.0.0.2:8000"].capacity_estimate)
+        estimates.append(decisions["a100"]["10.0.0.2:8000"].explanation.capacity_estimate)
     assert all(e == pytest.approx(64 / 0.04, rel=0.1) for e in estimates), estimates

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from xds_control.config import Engine, Pool, WeightPolicy
 from xds_control.discovery import Endpoint, Health
-from xds_control.engine import WeightDecision, changed_meaningfully, compute_weights
+from xds_control.engine import WeightDecision, changed_meaningfully, compute_weights, states_of
 from xds_control.signals import Sample, Signal
 
 NOW = 1_700_000_000.0
@@ -41,7 +41,7 @@ def run(
     now: float = NOW,
 ) -> dict[str, WeightDecision]:
     return compute_weights(
-        pool=pool, endpoints=endpoints, samples=samples, previous=previous or {}, now=now
+        pool=pool, endpoints=endpoints, samples=samples, previous=states_of(previous or {}), now=now
     )
 
 
@@ -77,7 +77,7 @@ def test_weights_always_within_1_to_100_whatever_the_inputs(
         for decision in previous.values():
             assert isinstance(decision.weight, int)
             assert 1 <= decision.weight <= 100
-            assert math.isfinite(decision.smoothed)
+            assert math.isfinite(decision.state.smoothed)
             assert decision.health in Health
             json.dumps(decision.to_json())
 
@@ -104,8 +104,8 @@ def test_nan_infinite_negative_and_out_of_range_values_are_rejected_with_a_reaso
     assert explained["rejected"]["kv_usage"] == "infinite"
     assert explained["rejected"]["running"].startswith("negative")
     # Rejected signals are neutral, not zero: the endpoint keeps a full weight.
-    assert decision.factors.queue == 1.0
-    assert decision.factors.kv == 1.0
+    assert decision.state.factors.queue == 1.0
+    assert decision.state.factors.kv == 1.0
     assert decision.weight == 100
 
 
@@ -114,7 +114,7 @@ def test_an_endpoint_with_no_data_gets_the_base_weight() -> None:
     decisions = run(POOL, eps, {})
     policy = POOL.weights
     assert {d.weight for d in decisions.values()} == {round(100 * policy.base_fraction)}
-    assert all("no data" in d.reason for d in decisions.values())
+    assert all("no data" in d.explanation.reason for d in decisions.values())
     onnx = Pool(name="o", engine=Engine.ONNXRUNTIME)
     # ONNX Runtime's base: 100 x 0.6 x 0.5 = 30.
     assert {d.weight for d in run(onnx, eps, {}).values()} == {30}
@@ -223,7 +223,7 @@ def test_stale_signals_hold_then_decay_to_base() -> None:
     assert 50 < weights[65] < start, "decaying after hold_s"
     assert weights[96] == 50, "base (100 x 1.0 x 0.5) after decay"
     assert weights[120] == 50
-    assert "no fresh signal" in decisions[eps[0].address].reason
+    assert "no fresh signal" in decisions[eps[0].address].explanation.reason
 
 
 def test_prometheus_down_from_the_start_gives_equal_base_weights() -> None:
@@ -255,7 +255,7 @@ def test_a_new_endpoint_ramps_up_over_the_warmup_window() -> None:
 def test_endpoints_present_at_start_do_not_ramp() -> None:
     eps = [endpoint(1), endpoint(2)]
     decisions = run(POOL, eps, _steady(POOL, eps, NOW))
-    assert all(d.warmup == 1.0 for d in decisions.values())
+    assert all(d.explanation.warmup == 1.0 for d in decisions.values())
 
 
 def test_a_restart_seen_as_a_later_start_time_triggers_warmup() -> None:
@@ -269,13 +269,13 @@ def test_a_restart_seen_as_a_later_start_time_triggers_warmup() -> None:
 
     decisions = run(POOL, eps, samples(NOW, NOW - 1000))
     decisions = run(POOL, eps, samples(NOW + 1, NOW - 1000), decisions, now=NOW + 1)
-    assert all(d.warmup == 1.0 for d in decisions.values())
+    assert all(d.explanation.warmup == 1.0 for d in decisions.values())
     restarted = samples(NOW + 2, NOW - 1000)
     restarted[eps[1].address] = sample(
         eps[1].address, at=NOW + 2, decode_step_s=0.02, started_at=NOW + 1.5
     )
     decisions = run(POOL, eps, restarted, decisions, now=NOW + 2)
-    assert decisions[eps[1].address].warmup < 0.2
+    assert decisions[eps[1].address].explanation.warmup < 0.2
     assert decisions[eps[1].address].weight < decisions[eps[0].address].weight
 
 
@@ -299,7 +299,8 @@ def test_hysteresis_suppresses_small_moves_and_passes_large_ones() -> None:
     assert small[eps[0].address].weight == 50
     assert not changed_meaningfully(decisions, small)
     assert (
-        "within hysteresis" in small[eps[0].address].reason or small[eps[0].address].candidate == 50
+        "within hysteresis" in small[eps[0].address].explanation.reason
+        or small[eps[0].address].state.candidate == 50
     )
     # 50 -> 100 target: passes at once, limited by max_step and smoothing.
     big = run(pool, eps, at(0.01, NOW + 2), small, now=NOW + 2)
@@ -319,7 +320,7 @@ def test_capacity_is_smoothed_across_noisy_windows() -> None:
             eps[1].address: sample(eps[1].address, at=now, decode_step_s=0.01),
         }
         decisions = run(POOL, eps, samples, decisions, now=now)
-        seen.append(decisions[eps[0].address].factors.capacity)
+        seen.append(decisions[eps[0].address].state.factors.capacity)
     late = seen[40:]
     assert max(late) - min(late) < 0.1, late  # raw readings swing 0.27..0.44
     assert 0.25 < sum(late) / len(late) < 0.42
@@ -335,15 +336,15 @@ def test_configured_batch_slots_scale_capacity_when_the_server_does_not_export_t
         samples = {e.address: sample(e.address, at=now, decode_step_s=0.02) for e in eps}
         decisions = run(POOL, eps, samples, decisions, now=now)
         # Same decode step, a quarter of the slots (256 assumed for the other): a quarter.
-        assert decisions[small.address].factors.capacity == 0.25
-        assert decisions[big.address].factors.capacity == 1.0
+        assert decisions[small.address].state.factors.capacity == 0.25
+        assert decisions[big.address].state.factors.capacity == 1.0
     exported = {
         small.address: sample(small.address, at=NOW + 3, decode_step_s=0.02, batch_slots=256),
         big.address: sample(big.address, at=NOW + 3, decode_step_s=0.02),
     }
     pool = Pool(name="p", weights=WeightPolicy(capacity_alpha=1.0))
     fresh = run(pool, eps, exported, decisions, now=NOW + 3)
-    assert fresh[small.address].factors.capacity == 1.0  # an exported value wins
+    assert fresh[small.address].state.factors.capacity == 1.0  # an exported value wins
 
 
 def test_an_idle_fast_server_still_sets_the_pools_best_capacity() -> None:
@@ -361,7 +362,7 @@ def test_an_idle_fast_server_still_sets_the_pools_best_capacity() -> None:
         }
         decisions = run(POOL, eps, samples, decisions, now=now)
         # The slow server stays a fifth of the fast one; it does not become the best.
-        assert decisions[slow.address].factors.capacity <= 0.25, t
+        assert decisions[slow.address].state.factors.capacity <= 0.25, t
         assert decisions[slow.address].weight <= 25, (t, decisions[slow.address])
 
 
@@ -426,7 +427,7 @@ def test_failing_scrapes_mark_unhealthy_and_errors_drain_never_weight_zero() -> 
     assert d[eps[1].address].health is Health.DRAINING
     assert d[eps[2].address].health is Health.UNHEALTHY
     assert all(x.weight >= 1 for x in d.values())
-    assert "3 consecutive failed scrapes" in d[eps[0].address].health_reason
+    assert "3 consecutive failed scrapes" in d[eps[0].address].explanation.health_reason
 
 
 def test_health_change_alone_is_meaningful() -> None:
@@ -456,17 +457,17 @@ def test_a_first_start_time_after_a_known_stretch_without_one_triggers_warmup() 
 
     decisions = run(POOL, eps, samples(NOW))
     decisions = run(POOL, eps, samples(NOW + 1), decisions, now=NOW + 1)
-    assert all(d.warmup == 1.0 for d in decisions.values())
+    assert all(d.explanation.warmup == 1.0 for d in decisions.values())
     restarted = samples(NOW + 2)
     restarted[eps[1].address] = sample(
         eps[1].address, at=NOW + 2, decode_step_s=0.02, started_at=NOW + 1.5
     )
     decisions = run(POOL, eps, restarted, decisions, now=NOW + 2)
-    assert decisions[eps[1].address].warmup < 0.2
+    assert decisions[eps[1].address].explanation.warmup < 0.2
     # A start time long past is no restart worth a ramp.
     old = samples(NOW + 3)
     old[eps[0].address] = sample(
         eps[0].address, at=NOW + 3, decode_step_s=0.02, started_at=NOW - 10_000
     )
     decisions = run(POOL, eps, old, decisions, now=NOW + 3)
-    assert decisions[eps[0].address].warmup == 1.0
+    assert decisions[eps[0].address].explanation.warmup == 1.0

@@ -12,7 +12,7 @@ import pytest
 from engine_rows import NOW, a_sample, an_endpoint
 from xds_control.config import Engine, Pool
 from xds_control.discovery import Endpoint
-from xds_control.engine import WeightDecision, compute_weights
+from xds_control.engine import WeightDecision, compute_weights, states_of
 from xds_control.engine.factors import capacity_factor
 from xds_control.signals import Sample
 
@@ -23,7 +23,11 @@ def cycles(
     previous: dict[str, WeightDecision] = {}
     for cycle in range(n):
         previous = compute_weights(
-            pool=pool, endpoints=endpoints, samples=samples, previous=previous, now=NOW + cycle
+            pool=pool,
+            endpoints=endpoints,
+            samples=samples,
+            previous=states_of(previous),
+            now=NOW + cycle,
         )
     return previous
 
@@ -38,19 +42,19 @@ def test_in_a_mixed_pool_vllm_is_measured_by_decode_step_and_triton_assumed_typi
         triton.address: a_sample(triton.address, exec_compute_s=0.8, waiting=0),
     }
     out = cycles(pool, [fast, slow, triton], samples)
-    assert out[fast.address].factors.capacity == pytest.approx(1.0)
-    assert out[slow.address].factors.capacity < out[fast.address].factors.capacity
+    assert out[fast.address].state.factors.capacity == pytest.approx(1.0)
+    assert out[slow.address].state.factors.capacity < out[fast.address].state.factors.capacity
     # Typical: the median relative capacity of the measured endpoints (1.0 and 0.5): 0.75.
     expected = capacity_factor(np.array([0.75]), exponent=pool.weights.capacity_exponent)
-    assert out[triton.address].factors.capacity == pytest.approx(float(expected[0]), rel=1e-3)
-    assert out[triton.address].capacity_estimate is None
-    assert out[triton.address].factors.capacity > out[slow.address].factors.capacity
-    assert "capacity: decode step (engine)" in out[fast.address].reason
-    assert "capacity: none: assumed typical" in out[triton.address].reason
+    assert out[triton.address].state.factors.capacity == pytest.approx(float(expected[0]), rel=1e-3)
+    assert out[triton.address].explanation.capacity_estimate is None
+    assert out[triton.address].state.factors.capacity > out[slow.address].state.factors.capacity
+    assert "capacity: decode step (engine)" in out[fast.address].explanation.reason
+    assert "capacity: none: assumed typical" in out[triton.address].explanation.reason
     # Each endpoint's engine base weight is its own engine's.
     base = pool.weights.engine_base_weights
-    assert out[fast.address].factors.engine == base.vllm
-    assert out[triton.address].factors.engine == base.triton
+    assert out[fast.address].state.factors.engine == base.vllm
+    assert out[triton.address].state.factors.engine == base.triton
 
 
 def test_the_assumed_capacity_is_the_pools_typical_every_cycle() -> None:
@@ -63,17 +67,17 @@ def test_the_assumed_capacity_is_the_pools_typical_every_cycle() -> None:
     samples[eps[3].address] = a_sample(eps[3].address, exec_compute_s=0.5)
     out = cycles(pool, eps, samples, n=12)
     # Typical = the middle vLLM endpoint's relative capacity: the Triton one's factor is its.
-    assert out[eps[3].address].factors.capacity == pytest.approx(
-        out[eps[1].address].factors.capacity, rel=1e-6
+    assert out[eps[3].address].state.factors.capacity == pytest.approx(
+        out[eps[1].address].state.factors.capacity, rel=1e-6
     )
     # The vLLM one drops: the assumption follows it (not the first cycle's typical kept).
     samples[eps[1].address] = a_sample(eps[1].address, decode_step_s=0.07)
     samples[eps[2].address] = a_sample(eps[2].address, decode_step_s=0.07)
     later = cycles(pool, eps, samples, n=30)
-    assert later[eps[3].address].factors.capacity == pytest.approx(
-        later[eps[1].address].factors.capacity, rel=1e-3
+    assert later[eps[3].address].state.factors.capacity == pytest.approx(
+        later[eps[1].address].state.factors.capacity, rel=1e-3
     )
-    assert later[eps[3].address].factors.capacity < out[eps[3].address].factors.capacity
+    assert later[eps[3].address].state.factors.capacity < out[eps[3].address].state.factors.capacity
 
 
 def test_a_triton_only_pool_compares_compute_per_execution_as_before() -> None:
@@ -91,10 +95,13 @@ def test_a_triton_only_pool_compares_compute_per_execution_as_before() -> None:
     now, before = cycles(pool, eps, by_exec), cycles(pool, eps, as_step)
     for address in now:
         assert now[address].weight == before[address].weight
-        assert now[address].factors == before[address].factors
-        assert now[address].capacity_estimate == before[address].capacity_estimate
-    assert now[eps[1].address].factors.capacity < now[eps[0].address].factors.capacity
-    assert "capacity: compute per execution (engine)" in now[eps[0].address].reason
+        assert now[address].state.factors == before[address].state.factors
+        assert (
+            now[address].explanation.capacity_estimate
+            == before[address].explanation.capacity_estimate
+        )
+    assert now[eps[1].address].state.factors.capacity < now[eps[0].address].state.factors.capacity
+    assert "capacity: compute per execution (engine)" in now[eps[0].address].explanation.reason
 
 
 def test_an_endpoint_with_no_data_gets_its_own_engines_base_weight() -> None:
@@ -103,5 +110,5 @@ def test_an_endpoint_with_no_data_gets_its_own_engines_base_weight() -> None:
     out = compute_weights(pool=pool, endpoints=eps, samples={}, previous={}, now=NOW)
     base = pool.weights.engine_base_weights
     fraction = pool.weights.base_fraction
-    assert out[eps[0].address].smoothed == pytest.approx(100 * base.vllm * fraction)
-    assert out[eps[1].address].smoothed == pytest.approx(100 * base.onnxruntime * fraction)
+    assert out[eps[0].address].state.smoothed == pytest.approx(100 * base.vllm * fraction)
+    assert out[eps[1].address].state.smoothed == pytest.approx(100 * base.onnxruntime * fraction)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from decisions import steady_decision
 from engine_rows import NOW, a_sample, an_endpoint
 from xds_control.config import Engine, measures_comparable, parse_config
-from xds_control.engine import WeightDecision, compute_weights
-from xds_control.engine.pools import compute_route_weights
+from xds_control.engine import WeightDecision, compute_weights, states_of
+from xds_control.engine.pool_weights import compute_route_weights
 
 CONFIG = """
 pools:
@@ -72,7 +72,7 @@ def test_a_pool_that_prefills_slower_is_weighed_by_its_steps_under_the_work() ->
                 pool=config.pool(name),
                 endpoints=[server],
                 samples=samples,
-                previous=decisions[name],
+                previous=states_of(decisions[name]),
                 now=NOW + cycle,
             )
     by_pool = {name: tuple(found.values()) for name, found in decisions.items()}

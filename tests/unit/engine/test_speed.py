@@ -11,8 +11,8 @@ import pytest
 
 from xds_control.config import Pool, WeightPolicy
 from xds_control.discovery import Endpoint
-from xds_control.engine import WeightDecision, compute_weights
-from xds_control.engine.pooling import kernel_mean
+from xds_control.engine import WeightDecision, compute_weights, states_of
+from xds_control.engine.averages import kernel_mean
 from xds_control.engine.speed import Speed, read_speed
 from xds_control.signals import Sample, Signal
 
@@ -71,14 +71,14 @@ def run(
             for e, s in zip(eps, slower, strict=True)
         }
         previous = compute_weights(
-            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+            pool=pool, endpoints=eps, samples=samples, previous=states_of(previous), now=at
         )
         history.append(previous)
     return history
 
 
 def capacity_factors(decisions: dict[str, WeightDecision]) -> list[float]:
-    return [d.factors.capacity for d in decisions.values()]
+    return [d.state.factors.capacity for d in decisions.values()]
 
 
 def test_identical_servers_read_alike_whatever_their_share_of_the_prefills() -> None:
@@ -132,8 +132,11 @@ def test_a_slowdown_past_the_noise_is_not_smoothed_again() -> None:
         zip([history[-1], *slowed_down[:-1]], slowed_down, strict=True)
     ):
         before, slowed = last[server], now[server]
-        if slowed.factors.capacity < 0.75 * before.factors.capacity:
-            assert slowed.smoothed == slowed.target < before.smoothed, (cycle, slowed)
+        if slowed.state.factors.capacity < 0.75 * before.state.factors.capacity:
+            assert slowed.state.smoothed == slowed.explanation.target < before.state.smoothed, (
+                cycle,
+                slowed,
+            )
             return
     raise AssertionError("the slowed server's capacity never fell")
 
@@ -219,10 +222,10 @@ def test_a_burst_of_missed_ttft_moves_the_slo_factor_by_a_few_percent() -> None:
                 source="test",
             )
         previous = compute_weights(
-            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+            pool=pool, endpoints=eps, samples=samples, previous=states_of(previous), now=at
         )
-        lowest = min(lowest, previous[eps[0].address].factors.slo)
-        assert previous[eps[1].address].factors.slo == 1.0
+        lowest = min(lowest, previous[eps[0].address].state.factors.slo)
+        assert previous[eps[1].address].state.factors.slo == 1.0
     assert 1.0 - policy.slo_coefficient * 5 * policy.slo_alpha * 1.01 <= lowest < 1.0, lowest
 
 
@@ -245,6 +248,6 @@ def test_a_pool_that_misses_its_target_alike_keeps_its_weights() -> None:
             for e in eps
         }
         previous = compute_weights(
-            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+            pool=pool, endpoints=eps, samples=samples, previous=states_of(previous), now=at
         )
-        assert [d.factors.slo for d in previous.values()] == [1.0, 1.0, 1.0]
+        assert [d.state.factors.slo for d in previous.values()] == [1.0, 1.0, 1.0]

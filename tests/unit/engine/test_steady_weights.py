@@ -9,7 +9,7 @@ import numpy as np
 
 from xds_control.config import Pool, WeightPolicy
 from xds_control.discovery import Endpoint
-from xds_control.engine import WeightDecision, compute_weights
+from xds_control.engine import WeightDecision, compute_weights, states_of
 from xds_control.engine.stability import publish
 from xds_control.signals import Sample, Signal
 
@@ -133,9 +133,9 @@ def test_prefill_stalls_do_not_read_as_a_slower_gpu() -> None:
             ),
         }
         previous = compute_weights(
-            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+            pool=pool, endpoints=eps, samples=samples, previous=states_of(previous), now=at
         )
-    clean, busy = (previous[e.address].capacity_estimate for e in eps)
+    clean, busy = (previous[e.address].explanation.capacity_estimate for e in eps)
     assert clean is not None
     assert busy is not None
     assert abs(busy / clean - 1.0) <= 0.1, (clean, busy)
@@ -169,9 +169,9 @@ def test_a_slowed_server_is_not_read_as_prefill_stalls() -> None:
                 e.address, at=at, decode_step_s=step, running=running, prefill_ratio=ratio
             )
         previous = compute_weights(
-            pool=pool, endpoints=eps, samples=samples, previous=previous, now=at
+            pool=pool, endpoints=eps, samples=samples, previous=states_of(previous), now=at
         )
-        estimate = previous[eps[1].address].capacity_estimate
+        estimate = previous[eps[1].address].explanation.capacity_estimate
         assert estimate is not None
         estimates.append(estimate)
     healthy = estimates[59]

@@ -7,7 +7,7 @@ from decisions import steady_decision
 from xds_control.config import Config, parse_config
 from xds_control.discovery import Health
 from xds_control.engine import WeightDecision
-from xds_control.engine.pools import compute_route_weights, pool_capacity
+from xds_control.engine.pool_weights import compute_route_weights, pool_capacity
 
 CONFIG = """
 pools:

@@ -8,7 +8,7 @@ decode step, the engine's absolute measure, the same one that sets endpoint weig
 of four fast servers takes four times what one does. A warming endpoint counts by its ramp, a
 DRAINING or UNHEALTHY one not at all; an endpoint with no estimate yet counts as its pool's
 mean. Weights are 100 x capacity / the route's largest pool's, then smoothed, step-limited,
-quantised and held by hysteresis exactly as endpoint weights are (``stability``): each change
+quantised and kept by hysteresis exactly as endpoint weights are (``stability``): each change
 moves requests between pools, whose KV caches share nothing.
 
 Capacities compare across pools only when their step times are the same kind of measure:
@@ -31,8 +31,9 @@ import numpy as np
 
 from xds_control.config import Config, WeightPolicy, measures_comparable
 from xds_control.discovery import Health
+from xds_control.engine.columns import Column
 from xds_control.engine.decision import WeightDecision
-from xds_control.engine.stability import ewma, noise_alpha, publish
+from xds_control.engine.stability import Published, ewma, noise_alpha, publish
 
 __all__ = [
     "PoolWeight",
@@ -79,7 +80,8 @@ class PoolWeight:
 def pool_capacity(decisions: Sequence[WeightDecision]) -> tuple[float, float] | None:
     """``(capacity, endpoints counted)`` of a pool, or ``None`` when no endpoint has a capacity
     estimate yet (the pool has no measure, and its routes keep their static weights)."""
-    known = [d.capacity_estimate for d in decisions if d.capacity_estimate is not None]
+    estimates = [d.explanation.capacity_estimate for d in decisions]
+    known = [c for c in estimates if c is not None]
     finite = [c for c in known if math.isfinite(c) and c > 0]
     if not finite:
         return None
@@ -88,8 +90,8 @@ def pool_capacity(decisions: Sequence[WeightDecision]) -> tuple[float, float] | 
     for decision in decisions:
         if decision.health is not Health.HEALTHY:
             continue
-        estimate = decision.capacity_estimate
-        share = decision.warmup
+        estimate = decision.explanation.capacity_estimate
+        share = decision.explanation.warmup
         usable = estimate is not None and math.isfinite(estimate) and estimate > 0
         capacity += share * (estimate if usable and estimate is not None else mean)
         counted += share
@@ -100,6 +102,33 @@ def _or_nan(weight: PoolWeight | None, name: str) -> float:
     """``weight``'s optional field ``name``, NaN when there is none (or no ``weight``)."""
     value: float | None = None if weight is None else getattr(weight, name)
     return float("nan") if value is None else value
+
+
+def _publish(
+    smoothed: Column,
+    *,
+    before: Sequence[PoolWeight | None],
+    now: float,
+    policy: WeightPolicy,
+) -> Published:
+    """The pools' smoothed weights published as endpoint weights are (``stability.publish``),
+    against each pool's last weight on the route (``None``: the route's first cycle with it)."""
+    nan = float("nan")
+    return publish(
+        smoothed=smoothed,
+        published=np.array([nan if p is None else p.weight for p in before], dtype=float),
+        candidate_before=np.array([nan if p is None else p.candidate for p in before], dtype=float),
+        candidate_since=np.array([now if p is None else p.candidate_since for p in before]),
+        mean_before=np.array([_or_nan(p, "mean") for p in before], dtype=float),
+        spread_before=np.array([_or_nan(p, "spread") for p in before], dtype=float),
+        measured=np.ones(len(before), dtype=bool),
+        alpha=noise_alpha(
+            elapsed_s=now - np.array([_or_nan(p, "computed_at") for p in before]),
+            settle_s=policy.settle_s,
+        ),
+        now=now,
+        policy=policy,
+    )
 
 
 def compute_pool_weights(
@@ -121,7 +150,6 @@ def compute_pool_weights(
         return {}
     names = list(measured)
     largest = max(capacity for capacity, _ in measured.values())
-    nan = float("nan")
     target = np.array(
         [100.0 * measured[n][0] / largest if largest > 0 else 1.0 for n in names], dtype=float
     )
@@ -133,21 +161,7 @@ def compute_pool_weights(
         ],
         dtype=float,
     )
-    outcome = publish(
-        smoothed=smoothed,
-        published=np.array([nan if p is None else p.weight for p in before], dtype=float),
-        candidate_before=np.array([nan if p is None else p.candidate for p in before], dtype=float),
-        candidate_since=np.array([now if p is None else p.candidate_since for p in before]),
-        mean_before=np.array([_or_nan(p, "mean") for p in before], dtype=float),
-        spread_before=np.array([_or_nan(p, "spread") for p in before], dtype=float),
-        measured=np.ones(len(names), dtype=bool),
-        alpha=noise_alpha(
-            elapsed_s=now - np.array([_or_nan(p, "computed_at") for p in before]),
-            settle_s=policy.settle_s,
-        ),
-        now=now,
-        policy=policy,
-    )
+    outcome = _publish(smoothed, before=before, now=now, policy=policy)
     return {
         name: PoolWeight(
             pool=name,
