@@ -34,6 +34,7 @@ def _candidate(endpoint: Endpoint, decision: WeightDecision | None) -> Candidate
         observed_at=None if waiting is None else waiting.observed_at,
         kv_usage=None if kv is None else kv.value,
         kv_observed_at=None if kv is None else kv.observed_at,
+        adapters=decision.sample.adapters if decision.sample else None,
     )
 
 
