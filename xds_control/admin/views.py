@@ -10,6 +10,7 @@ from google.protobuf.json_format import MessageToDict
 
 from xds_control.config import Config
 from xds_control.control import EngineView
+from xds_control.signals.sample import Sample
 from xds_control.xds import Snapshot
 from xds_control.xds import type_urls as urls
 
@@ -110,6 +111,21 @@ def endpoints_view(snapshot: Snapshot | None) -> dict[str, list[dict[str, Any]]]
     return out
 
 
+def _adapters(sample: Sample | None) -> dict[str, Any]:
+    """``{"adapters": ...}`` for a server that reports LoRA adapters; nothing otherwise, so
+    rows of servers without them are as they were."""
+    if sample is None or sample.adapters is None:
+        return {}
+    held = sample.adapters
+    return {
+        "adapters": {
+            "running": sorted(held.running),
+            "waiting": sorted(held.waiting),
+            "max_lora": held.max_lora,
+        }
+    }
+
+
 def weights_view(
     engine: EngineView | None, snapshot: Snapshot | None, *, explain: bool
 ) -> dict[str, Any]:
@@ -123,7 +139,7 @@ def weights_view(
     pools: dict[str, list[dict[str, Any]]] = {}
     for pool, decisions in engine.pools.items():
         if explain:
-            pools[pool] = [d.to_json() for d in decisions]
+            pools[pool] = [{**d.to_json(), **_adapters(d.explanation.sample)} for d in decisions]
         else:
             pools[pool] = [
                 {
@@ -131,6 +147,7 @@ def weights_view(
                     "weight": d.weight,
                     "health": d.health.value,
                     "reason": d.explanation.reason,
+                    **_adapters(d.explanation.sample),
                 }
                 for d in decisions
             ]

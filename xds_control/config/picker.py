@@ -15,6 +15,7 @@ from pydantic import Field
 from xds_control.config.address import IpPort
 from xds_control.config.discovery import HostNamePort
 from xds_control.config.flow import FlowControl
+from xds_control.config.lora import LoraAdapters
 from xds_control.config.strict import StrictModel
 
 __all__ = ["PoolPicker"]
@@ -123,6 +124,13 @@ class PoolPicker(StrictModel):
         default=None,
         description="Hold requests while every server is saturated instead of sending them "
         "on (docs/flow-control.md). Unset: every request is picked at once.",
+    )
+
+    lora: LoraAdapters | None = Field(
+        default=None,
+        description="The pool's LoRA adapters: a request whose `model` names one goes to "
+        "the servers running it while they have room, and avoids a server whose adapter "
+        "slots are full (docs/picker.md, *adapter*). Unset: `model` is not read.",
     )
 
     @property

@@ -35,6 +35,7 @@ def _candidate(endpoint: Endpoint, decision: WeightDecision | None) -> Candidate
         observed_at=None if waiting is None else waiting.observed_at,
         kv_usage=None if kv is None else kv.value,
         kv_observed_at=None if kv is None else kv.observed_at,
+        adapters=why.sample.adapters if why.sample else None,
     )
 
 

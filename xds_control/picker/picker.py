@@ -24,7 +24,7 @@ from xds_control.picker.index import PrefixIndex
 from xds_control.picker.metrics import PICKS, SERVED
 from xds_control.picker.pick import EventCredit, Pick, PoolMemory, cached_tokens, queued_tokens
 from xds_control.picker.prefix import Prompt, Tokenize, read_prompt
-from xds_control.picker.score import Candidate, Ranking, rank
+from xds_control.picker.score import Candidate, Ranking, Term, adapter_term, rank
 
 __all__ = ["Picker"]
 
@@ -183,6 +183,7 @@ class Picker:
             cached=cached,
             tokens=prompt.tokens,
             queued=queued,
+            terms=_adapter_terms(settings, prompt),
         )
         return ranking, candidates, queued
 
@@ -273,6 +274,17 @@ class Picker:
             state.ledger.end(request)
 
 
+def _adapter_terms(settings: PoolPicker, prompt: Prompt) -> dict[str, Term] | None:
+    """The *adapter* term when the request's ``model`` names one of the pool's LoRA adapters;
+    ``None`` (the cost as without LoRA) otherwise."""
+    lora = settings.lora
+    if lora is None or prompt.model is None or prompt.model not in lora.names:
+        return None
+    return {
+        "adapter": adapter_term(adapter=prompt.model, load=lora.load_tokens, full=lora.full_tokens)
+    }
+
+
 def _explain(
     *,
     pool: str,
@@ -286,6 +298,7 @@ def _explain(
         "pick",
         pool=pool,
         tokens=round(prompt.tokens),
+        model=prompt.model,
         cached={a: round(t) for a, t in ranking.cached.items()},
         chosen=list(ranking.order),
         speed={c.address: round(c.speed, 3) for c in candidates},

@@ -97,6 +97,8 @@ class Prompt(NamedTuple):
     one."""
     bytes_per_token: float = BYTES_PER_TOKEN
     """The prompt's text bytes per token: what one ``BLOCK_BYTES`` block holds in tokens."""
+    model: str | None = None
+    """The body's ``model``: the base model's name or a LoRA adapter's; ``None``: none."""
 
 
 def _content_texts(content: Any) -> list[str]:
@@ -170,6 +172,7 @@ def read_prompt(
         tokens=tokens,
         token_ids=None if ids is None else ids.ids,
         bytes_per_token=max(1.0, size) / max(1.0, tokens),
+        model=model if isinstance(model := doc.get("model"), str) else None,
     )
 
 

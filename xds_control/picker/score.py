@@ -49,10 +49,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from xds_control.signals.sample import Adapters
+
 __all__ = [
     "Candidate",
     "Ranking",
     "Term",
+    "adapter_term",
     "costs",
     "prompt_terms",
     "queued_term",
@@ -85,6 +88,8 @@ class Candidate(NamedTuple):
     """The engine's KV-cache usage (0..1); ``None``: not reported."""
     kv_observed_at: float | None = None
     """When ``kv_usage`` was read (Unix seconds)."""
+    adapters: Adapters | None = None
+    """Its LoRA adapters, as its engine last reported them; ``None``: not reported."""
 
 
 def _draw(key: bytes, address: str) -> float:
@@ -140,6 +145,37 @@ def redone_term(*, tokens: float, cached: Mapping[str, float], move_cost: float)
     ``move_cost`` times in all (once already as *uncached*, hence ``move_cost - 1``)."""
     best = min(tokens, max(cached.values(), default=0.0))
     return lambda c: (move_cost - 1.0) * (best - min(tokens, cached.get(c.address, 0.0)))
+
+
+def adapter_term(*, adapter: str, load: float, full: float) -> Term:
+    """*adapter*: the wait for a request's LoRA ``adapter`` on each server, in prompt tokens:
+
+    - 0 where its requests are running (the adapter is on the GPU);
+    - ``load`` where it is not but a slot is free (fewer running adapters than ``max_lora``),
+      whether or not requests wait for it there: the load takes that long;
+    - ``full / 2`` where every slot holds an adapter in use and requests for this one already
+      wait there: the request joins the load the next free slot takes;
+    - ``full`` where every slot holds an adapter in use: it waits for one to drain;
+    - ``load`` where the server reports no adapters (it has loaded none yet).
+
+    The reference is llm-d's endpoint picker, which scores a server 1.0 running, 0.8 room,
+    0.6 waiting, 0 full and adds the score to its others by weight: the same order, except
+    that a waiting adapter with a free slot is about to load and costs what room does, and
+    these are costs in the ranking's unit, so a short queue on a server that must load the
+    adapter can still beat a long one where it runs, and a full server is taken when every
+    server is full and its queue is the shortest."""
+
+    def cost(c: Candidate) -> float:
+        held = c.adapters
+        if held is None:
+            return load
+        if adapter in held.running:
+            return 0.0
+        if not held.full:
+            return load
+        return full / 2 if adapter in held.waiting else full
+
+    return cost
 
 
 def prompt_terms(

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from xds_control.config import Engine
-from xds_control.signals.sample import Signal
+from xds_control.signals.sample import Adapters, Signal
 
-__all__ = ["Snapshot", "derive", "parse_exposition"]
+__all__ = ["Snapshot", "derive", "lora_adapters", "parse_exposition"]
 
 _Series = list[tuple[Mapping[str, str], float]]
 _K = TypeVar("_K")
@@ -32,6 +32,8 @@ class Snapshot:
     counters: dict[str, float] = field(default_factory=dict)
     ttft_buckets: dict[float, float] = field(default_factory=dict)
     ttft_seconds_per_unit: float = 1.0
+    adapters: Adapters | None = None
+    """The LoRA adapters (vLLM), ``observed_at`` the engine's own time of its newest series."""
 
 
 def _total(series: _Series, **match: str) -> float | None:
@@ -64,7 +66,46 @@ def parse_exposition(text: str, *, engine: Engine) -> Snapshot:
         counters=_present(read.counters),
         ttft_buckets=_buckets(families.named(f"{read.ttft}_bucket")),
         ttft_seconds_per_unit=read.ttft_seconds_per_unit,
+        adapters=lora_adapters(families.exactly("vllm:lora_requests_info"))
+        if engine is Engine.VLLM
+        else None,
     )
+
+
+def _names(text: str | None) -> frozenset[str]:
+    return frozenset(n.strip() for n in (text or "").split(",") if n.strip())
+
+
+def lora_adapters(series: Iterable[tuple[Mapping[str, str], float]]) -> Adapters | None:
+    """The LoRA adapters of vLLM's ``vllm:lora_requests_info`` samples: a gauge whose value is
+    the time vLLM last logged that combination of labels (``max_lora``, and the running and
+    waiting adapters, comma-separated), so each state it has been in is a series of its own
+    and the newest (largest value) is the current one. ``None`` when there is none (vLLM
+    writes it once LoRA is on and it has logged) or no series has a finite time and a
+    positive whole ``max_lora``."""
+    newest: tuple[float, Mapping[str, str]] | None = None
+    for labels, value in series:
+        if not math.isfinite(value) or _max_lora(labels) is None:
+            continue
+        if newest is None or value > newest[0]:
+            newest = (value, labels)
+    if newest is None:
+        return None
+    at, labels = newest
+    return Adapters(
+        running=_names(labels.get("running_lora_adapters")),
+        waiting=_names(labels.get("waiting_lora_adapters")),
+        max_lora=_max_lora(labels) or 0,
+        observed_at=at,
+    )
+
+
+def _max_lora(labels: Mapping[str, str]) -> int | None:
+    try:
+        slots = int(labels.get("max_lora", ""))
+    except ValueError:
+        return None
+    return slots if slots > 0 else None
 
 
 class _Families:

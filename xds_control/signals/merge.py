@@ -15,7 +15,7 @@ def merge_samples(*sources: Mapping[str, Sample]) -> dict[str, Sample]:
     Each signal keeps its most recently observed reading (so a sub-second scrape beats a
     15-second-old Prometheus value, and Prometheus still fills what scraping lacks); a
     rejection is kept only when no source has a valid reading; ``scrape_failures`` is the
-    largest any source reports.
+    largest any source reports; the LoRA adapters are the freshest report's.
     """
     merged: dict[str, Sample] = {}
     for samples in sources:
@@ -31,10 +31,16 @@ def _merge(a: Sample, b: Sample) -> Sample:
         old = readings.get(signal)
         if old is None or reading.observed_at > old.observed_at:
             readings[signal] = reading
+    adapters = a.adapters
+    if b.adapters is not None and (
+        adapters is None or b.adapters.observed_at > adapters.observed_at
+    ):
+        adapters = b.adapters
     rejected = {s: why for s, why in {**a.rejected, **b.rejected}.items() if s not in readings}
     return Sample(
         address=a.address,
         readings=readings,
         rejected=rejected,
         scrape_failures=max(a.scrape_failures, b.scrape_failures),
+        adapters=adapters,
     )

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-__all__ = ["RATIO_SIGNALS", "Reading", "Sample", "Signal", "make_reading"]
+__all__ = ["RATIO_SIGNALS", "Adapters", "Reading", "Sample", "Signal", "make_reading"]
 
 
 class Signal(StrEnum):
@@ -130,6 +130,25 @@ def make_reading(*, signal: Signal, value: float, observed_at: float, source: st
 
 
 @dataclass(frozen=True, slots=True)
+class Adapters:
+    """A server's LoRA adapters as its engine reports them (vLLM's ``vllm:lora_requests_info``,
+    its newest series): the adapters its running requests use, those its waiting requests ask
+    for, and how many it can hold at once on the GPU (``--max-loras``)."""
+
+    running: frozenset[str]
+    waiting: frozenset[str]
+    max_lora: int
+    observed_at: float
+    """When the scrape that reported them was taken (Unix seconds)."""
+
+    @property
+    def full(self) -> bool:
+        """Every adapter slot holds an adapter that running requests use: one more adapter
+        waits until one of them drains."""
+        return len(self.running) >= self.max_lora
+
+
+@dataclass(frozen=True, slots=True)
 class Sample:
     """Everything known about one endpoint now: valid readings, and why others were dropped.
 
@@ -141,6 +160,9 @@ class Sample:
     readings: Mapping[Signal, Reading] = field(default_factory=dict)
     rejected: Mapping[Signal, str] = field(default_factory=dict)
     scrape_failures: int = 0
+    adapters: Adapters | None = None
+    """Its LoRA adapters (a vLLM server scraped directly, once it has loaded one); ``None``:
+    not reported."""
     values: Mapping[Signal, float] = field(init=False, repr=False, compare=False)
     """Signal -> value of every reading (derived; lets the engine skip per-reading work)."""
     oldest_at: float = field(init=False, repr=False, compare=False)
@@ -163,6 +185,7 @@ class Sample:
         observed_at: float,
         source: str,
         scrape_failures: int = 0,
+        adapters: Adapters | None = None,
     ) -> Sample:
         """Validate raw ``values`` observed at one time into a sample."""
         readings: dict[Signal, Reading] = {}
@@ -176,7 +199,11 @@ class Sample:
             else:
                 rejected[signal] = reading
         return cls(
-            address=address, readings=readings, rejected=rejected, scrape_failures=scrape_failures
+            address=address,
+            readings=readings,
+            rejected=rejected,
+            scrape_failures=scrape_failures,
+            adapters=adapters,
         )
 
     def value(self, signal: Signal) -> float | None:

@@ -8,6 +8,7 @@ from the oldest snapshot kept within ``config.scrape.window_s``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
@@ -114,8 +115,16 @@ class ScrapeSource:
             values[Signal.RUNNING_MEAN] = sum(running) / len(running)
         if Signal.STARTED_AT not in values and history.restarted_at is not None:
             values[Signal.STARTED_AT] = history.restarted_at
+        adapters = snapshot.adapters
         sample = Sample.build(
-            address=target.address, values=values.items(), observed_at=observed_at, source=SOURCE
+            address=target.address,
+            values=values.items(),
+            observed_at=observed_at,
+            source=SOURCE,
+            # The series' own time is the server's clock; the scrape's is the engine's.
+            adapters=None
+            if adapters is None
+            else dataclasses.replace(adapters, observed_at=observed_at),
         )
         for signal in sample.rejected:
             REJECTED_VALUES.labels(SOURCE, signal.value).inc()

@@ -117,6 +117,10 @@ class Completions:
             first_token=loop.create_future(),
             done=loop.create_future(),
             token_ids=encode(parsed.tokens) if self.scheduler.kv_events else [],
+            # With LoRA on, a model other than the base names an adapter (vLLM's --lora-modules).
+            adapter=parsed.model
+            if self.profile.max_loras and parsed.model != self.profile.model
+            else None,
         )
         try:
             self.scheduler.submit(seq)

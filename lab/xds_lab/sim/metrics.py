@@ -29,6 +29,8 @@ class GaugeView:
     kv_capacity_blocks: int
     gpu_util: float
     leaked_mib: float
+    lora_series: tuple[tuple[dict[str, str], float], ...] = ()
+    """``vllm:lora_requests_info``'s samples (``lora.LoraSlots.series``)."""
 
 
 def _vllm(out: Exposition, profile: Profile, stats: EngineStats, view: GaugeView) -> None:
@@ -86,6 +88,13 @@ def _vllm(out: Exposition, profile: Profile, stats: EngineStats, view: GaugeView
     out.metric(
         "vllm:num_preemptions_total", "counter", "Cumulative number of preemption.", [(lb, 0)]
     )
+    if view.lora_series:
+        out.metric(
+            "vllm:lora_requests_info",
+            "gauge",
+            "Running stats on lora requests.",
+            [(labels(each), at) for each, at in view.lora_series],
+        )
     out.histogram(
         "vllm:time_to_first_token_seconds",
         "Histogram of time to first token in seconds.",

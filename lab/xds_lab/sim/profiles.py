@@ -113,6 +113,10 @@ class Profile:
     max_model_len: int
     jitter: float
     lenient_body: bool = False
+    max_loras: int = 0
+    """LoRA adapter slots (vLLM's ``--max-loras``); 0: LoRA off, ``model`` is not read."""
+    lora_load_s: float = 0.1
+    """Seconds an adapter's load adds to the step that admits its request."""
     """Serve a body that is not a completion request (its text as the prompt) instead of a 400."""
 
     def prefill_time(self, uncached_tokens: int) -> float:

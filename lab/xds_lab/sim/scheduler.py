@@ -24,6 +24,7 @@ from typing import Any
 
 from xds_lab.sim.faults import FaultState
 from xds_lab.sim.kv_cache import Allocation, KvCache
+from xds_lab.sim.lora import LoraSlots
 from xds_lab.sim.profiles import Profile
 from xds_lab.sim.stats import EngineStats
 from xds_lab.sim.tokens import BLOCK_SIZE
@@ -64,6 +65,8 @@ class SeqState:
     """When the scheduler took it off the queue (its queue time ends there)."""
     token_ids: list[int] = field(default_factory=list)
     """The prompt's token ids, when the server publishes KV events (they carry them)."""
+    adapter: str | None = None
+    """The LoRA adapter it asks for; ``None``: the base model."""
 
 
 class Scheduler:
@@ -85,6 +88,8 @@ class Scheduler:
         self._finishing: list[tuple[int, int, SeqState]] = []
         self._wakeup = asyncio.Event()
         self._step_waiters: asyncio.Future[int] | None = None
+        self.loras = LoraSlots(profile.max_loras, load_s=profile.lora_load_s)
+        self._loading_s = 0.0
 
     def submit(self, seq: SeqState) -> None:
         """Queue a request; raises ``QueueFullError`` or ``RequestTooLongError``."""
@@ -133,6 +138,8 @@ class Scheduler:
         self.waiting.clear()
         self._finishing.clear()
         self.kv = self._new_cache()
+        self.loras = LoraSlots(self.profile.max_loras, load_s=self.profile.lora_load_s)
+        self._loading_s = 0.0
 
     def publish_kv_events(self, sink: Callable[[list[tuple[Any, ...]]], None]) -> None:
         """Record KV events from now on (a cold cache: a server starts publishing at start)."""
@@ -166,7 +173,8 @@ class Scheduler:
                 continue
             planned = 0.0
             if admitted:
-                planned += self.profile.prefill_time(uncached)
+                planned += self.profile.prefill_time(uncached) + self._loading_s
+                self._loading_s = 0.0
             if decoding:
                 planned += self.profile.decode_time(decoding)
             jitter = self.profile.jitter
@@ -197,6 +205,12 @@ class Scheduler:
             if admitted and uncached_total + uncached > profile.max_prefill_tokens:
                 self.kv.release(allocation)
                 break
+            if seq.adapter is not None:
+                load = self.loras.admit(seq.adapter)
+                if load is None:
+                    self.kv.release(allocation)
+                    break  # every adapter slot is in use: the head waits for one
+                self._loading_s += load
             self.waiting.popleft()
             seq.allocation = allocation
             seq.cached_tokens = hit_tokens
@@ -248,6 +262,8 @@ class Scheduler:
             self._step_waiters = None
 
     def _release(self, seq: SeqState) -> None:
+        if seq in self.running and seq.adapter is not None:
+            self.loras.release(seq.adapter)
         self.running.discard(seq)
         if seq.allocation is not None:
             self.kv.release(seq.allocation)

@@ -199,6 +199,11 @@ class SimServer:
             kv_capacity_blocks=self.scheduler.kv.capacity,
             gpu_util=max(0.0, util),
             leaked_mib=self.faults.leaked_mib(),
+            lora_series=tuple(
+                self.scheduler.loras.series(
+                    s.adapter for s in self.scheduler.waiting if s.adapter is not None
+                )
+            ),
         )
 
     async def _metrics(self, _request: web.Request) -> web.Response:

@@ -27,6 +27,16 @@ def fetch(app: XdsctlApp, pool: str | None, *, explain: bool) -> dict[str, Any]:
     return data
 
 
+def _adapters(held: dict[str, Any] | None) -> str:
+    """``a,b (+c waiting) 2/4``: the running adapters, those waiting, slots used of max."""
+    if held is None:
+        return "-"
+    text = ",".join(held["running"]) or "none"
+    if held["waiting"]:
+        text += f" (+{','.join(held['waiting'])} waiting)"
+    return f"{text} {len(held['running'])}/{held['max_lora']}"
+
+
 def command(
     ctx: typer.Context,
     pool: Annotated[str | None, typer.Argument(help="Only this pool.")] = None,
@@ -42,10 +52,13 @@ def command(
         app.print_data(data)
         return
     explained = explain and data["engine"]
+    lora = any("adapters" in e for rows in data["pools"].values() for e in rows)
     table = Table(box=None)
     columns = ["POOL", "ENDPOINT", "WEIGHT", "HEALTH"]
     if explained:
         columns += ["SCORE", *(f.upper() for f in FACTORS)]
+    if lora:
+        columns += ["ADAPTERS"]
     for column in [*columns, "REASON"]:
         table.add_column(column, overflow="fold")
     for name, endpoints in data["pools"].items():
@@ -53,6 +66,8 @@ def command(
             cells = [name, e["address"], str(e["weight"]), e["health"]]
             if explained:
                 cells += [f"{e['score']:.4f}", *(f"{e['factors'][f]:.3f}" for f in FACTORS)]
+            if lora:
+                cells.append(_adapters(e.get("adapters")))
             table.add_row(*cells, e["reason"])
     app.console.print(table)
     for name, advice in data.get("autoscale", {}).items():
