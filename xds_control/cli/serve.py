@@ -114,6 +114,7 @@ async def serve(*, config: Config, config_path: Path, xds_address: str, admin_ad
                     kv_events, weigher.view().pools, pool=pool, address=address
                 ),
                 delivered=registry.endpoints_everywhere,
+                reported=weigher.reported,
             )
             flow = FlowController(pools=picks, replicas=lambda: loop.state.control_planes or 1)
         admin = AdminServer(
