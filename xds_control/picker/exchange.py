@@ -32,7 +32,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ext
 from xds_control.errors import LoadReportError
 from xds_control.flow import Band, Charge, FlowController, Go, Hold, Refuse
 from xds_control.picker import messages
-from xds_control.picker.metrics import PICK_SECONDS, PICKS
+from xds_control.picker.metrics import LOAD_REPORTS, PICK_SECONDS, PICKS
 from xds_control.picker.pick import Pick
 from xds_control.picker.picker import Picker
 from xds_control.picker.usage import UsageReader
@@ -200,7 +200,10 @@ class Exchange:
         try:
             self.picker.report(address=served, report=parse_load_report(report))
         except LoadReportError as exc:
+            LOAD_REPORTS.labels(pool=self.pool, outcome="refused").inc()
             log.warning("load report refused", pool=self.pool, address=served, error=str(exc))
+        else:
+            LOAD_REPORTS.labels(pool=self.pool, outcome="read").inc()
 
     def _response_body(self, message: ext.ProcessingRequest) -> Answers:
         piece = message.response_body
