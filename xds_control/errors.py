@@ -9,6 +9,8 @@
     │                          scrape); ``outcome`` says how: timeout, http, error, garbage
     │   └── KvLayoutError      a KV-event payload in no layout this build decodes (refused,
     │                          logged once per server, the subscriber goes on)
+    │   └── LoadReportError    a response's ``endpoint-load-metrics`` header in no form this
+    │                          build reads (refused, the response passes on unchanged)
     ├── SnapshotError          a snapshot is not self-consistent and is never published
     └── ServeError             a server cannot listen on its address (fatal at start-up)
 
@@ -23,6 +25,7 @@ __all__ = [
     "ConfigError",
     "DiscoveryError",
     "KvLayoutError",
+    "LoadReportError",
     "QueryError",
     "ServeError",
     "SignalError",
@@ -69,6 +72,12 @@ class QueryError(SignalError):
 class KvLayoutError(SignalError):
     """A KV-event payload matches no layout this build decodes (``signals/kv_wire.py``): not
     msgpack, an unknown tag or field, a value of the wrong type."""
+
+
+class LoadReportError(SignalError):
+    """A response's ``endpoint-load-metrics`` header is in no form this build reads
+    (``signals/load_report.py``): an unknown format or field, a value that is not a number
+    or out of its range."""
 
 
 class SnapshotError(XdsControlError):

@@ -216,6 +216,7 @@ class Plane:
             tokenizers=self._tokenizer,
             stale=self._events_stale,
             delivered=self.registry.endpoints_everywhere,
+            reported=self._weigher.reported,
         )
         self._flow = FlowController(pools=picker, replicas=self._replicas)
         self._picker = PickerServer(picker=picker, addresses=addresses, flow=self._flow)  # binds

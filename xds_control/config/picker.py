@@ -120,6 +120,17 @@ class PoolPicker(StrictModel):
         "splits the prefix's later requests (a session's next turns) over two servers; "
         "multi-turn sessions hit the cache 0.505 at 16, 0.498 at 8, 0.44 at 2 (docs/picker.md).",
     )
+    per_response_load: bool = Field(
+        default=False,
+        description="Ask the pool's servers for their load with every response: Envoy adds "
+        "`endpoint-load-metrics-format: TEXT` to each request, vLLM and Triton's TensorRT-LLM "
+        "backend answer with an `endpoint-load-metrics` header (the queue and KV-cache use "
+        "when they answered), which the picker reads and removes before the client sees it. "
+        "The picker then reads each server's queue from its last response when that is "
+        "fresher than the engine's reading, and the engine takes the reports as one more "
+        "signal source (the freshest reading wins). A server that sends none (SGLang) is "
+        "weighed and picked as without. Off by default: it changes picks (docs/picker.md).",
+    )
     flow: FlowControl | None = Field(
         default=None,
         description="Hold requests while every server is saturated instead of sending them "

@@ -39,6 +39,7 @@ from xds_control.signals import (
     DataPath,
     DataPathSource,
     PrometheusSource,
+    ReportedLoad,
     Sample,
     ScrapeSource,
     Signal,
@@ -122,6 +123,9 @@ class Weigher:
         self.scrape = scrape
         self._data_path = data_path if data_path is not None else DataPath()
         self._data_path_source: SignalSource | None = None
+        self.reported = ReportedLoad()
+        """What the picker fills from the servers' per-response load reports."""
+        self._reported_samples: Mapping[str, Sample] = {}
         self._clock = clock
         self._prometheus_samples: Mapping[str, Sample] = {}
         self._data_path_samples: Mapping[str, Sample] = {}
@@ -254,6 +258,7 @@ class Weigher:
         """Ask Prometheus and read the data path (the scrapes run in their own task); a
         Prometheus failure keeps its last good samples."""
         targets = targets_of(config, endpoints)
+        self._reported_samples = await self.reported.fetch(targets)
         self._data_path_samples = (
             await self._data_path_source.fetch(targets)
             if self._data_path_source is not None
@@ -275,7 +280,9 @@ class Weigher:
         """Merge the latest samples, decide every pool's weights and every route's split over
         pools, and return them (``weights``)."""
         scraped = self.scrape.latest() if self.scrape is not None else {}
-        samples = merge_samples(self._prometheus_samples, scraped, self._data_path_samples)
+        samples = merge_samples(
+            self._prometheus_samples, scraped, self._data_path_samples, self._reported_samples
+        )
         now = self._clock()
         states: dict[str, EndpointState] = {}
         by_pool: dict[str, tuple[WeightDecision, ...]] = {}

@@ -4,9 +4,10 @@ The phases come in order: the request's headers, its body (in one piece or sever
 trailers, then the response's headers, body and trailers. Once the request's body is whole,
 flow control has its say (``FlowController.admit``: go, hold or refuse), then the picker
 picks and the answer names the servers (``messages``). The response's headers say which
-server served (the picker's ledger ends the request's prefill there) and, for a request
-charged to a token budget, ask for the body too, whose usage settles the charge
-(``FlowController.finish``).
+server served (the picker's ledger ends the request's prefill there) and, for a pool with
+per-response load, what load it reported (recorded, and removed before the client sees it);
+for a request charged to a token budget, the answer asks for the body too, whose usage
+settles the charge (``FlowController.finish``).
 
 Two body modes, as Envoy says in the stream's first message (``protocol_config``): buffered
 (ours: the whole body in one message, answered with the destination) and full duplex
@@ -28,12 +29,14 @@ from dataclasses import dataclass, field
 import structlog
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext
 
+from xds_control.errors import LoadReportError
 from xds_control.flow import Band, Charge, FlowController, Go, Hold, Refuse
 from xds_control.picker import messages
-from xds_control.picker.metrics import PICK_SECONDS, PICKS
+from xds_control.picker.metrics import LOAD_REPORTS, PICK_SECONDS, PICKS
 from xds_control.picker.pick import Pick
 from xds_control.picker.picker import Picker
 from xds_control.picker.usage import UsageReader
+from xds_control.signals.load_report import parse_load_report
 
 __all__ = ["Exchange"]
 
@@ -144,10 +147,13 @@ class Exchange:
         pick = self._pick(body)
         if not pick and self.gateway:
             return [self._no_endpoint()]
+        ask = bool(pick) and self.picker.asks_load(self.pool)
         if self.duplex:
-            return messages.whole_body_answers(pick.addresses, body=body, ended_by=ended_by)
+            return messages.whole_body_answers(
+                pick.addresses, body=body, ended_by=ended_by, ask_load=ask
+            )
         if pick:
-            return [messages.picked(pick.addresses)]
+            return [messages.picked(pick.addresses, ask_load=ask)]
         return [ext.ProcessingResponse(request_body=ext.BodyResponse())]
 
     def _pick(self, body: bytes) -> Pick:
@@ -169,15 +175,35 @@ class Exchange:
         return messages.no_endpoint(f"no endpoint of pool {self.pool} to pick")
 
     def _response_headers(self, message: ext.ProcessingRequest) -> Answers:
-        if self.pool and (served := messages.served(message)):
+        served = messages.served(message) if self.pool else ""
+        if served:
             self.picker.served(pool=self.pool, request=self.request, address=served)
             if self.flow is not None:
                 self.flow.answered()
+        answer = messages.passed(message)
         if self._charge is not None:
             self._usage = UsageReader()
             if not self.duplex_response:
-                return [messages.usage_asked(duplex=self.duplex)]
-        return [messages.passed(message)]
+                answer = messages.usage_asked(duplex=self.duplex)
+        if self.pool and self.picker.asks_load(self.pool):
+            report = messages.load_report(message)
+            if report is not None:
+                self._record_load(report, served=served)
+                answer = messages.stripped(answer)
+        return [answer]
+
+    def _record_load(self, report: str, *, served: str) -> None:
+        """The served server's load report, into the picker's view of it; one it cannot read
+        (or a response no server made) is logged and dropped."""
+        if not served:
+            return
+        try:
+            self.picker.report(address=served, report=parse_load_report(report))
+        except LoadReportError as exc:
+            LOAD_REPORTS.labels(pool=self.pool, outcome="refused").inc()
+            log.warning("load report refused", pool=self.pool, address=served, error=str(exc))
+        else:
+            LOAD_REPORTS.labels(pool=self.pool, outcome="read").inc()
 
     def _response_body(self, message: ext.ProcessingRequest) -> Answers:
         piece = message.response_body

@@ -6,7 +6,9 @@ The answer names the servers in the Gateway API Inference Extension's way: the
 subset (``envoy.lb.subset_hint``), and reports the endpoint that served on the response
 headers' message (``x-gateway-destination-endpoint-served`` under ``envoy.lb``). Flow
 control's answers are here too: the timeout that makes Envoy wait for a held body, the
-refusal with its status and reason.
+refusal with its status and reason. For a pool with per-response load, the answer also asks
+the server for its load (``endpoint-load-metrics-format: TEXT``), and the response headers'
+answer removes the server's report (``endpoint-load-metrics``) before the client sees it.
 
 Pure: protobuf messages in and out, no gRPC, no clock.
 """
@@ -23,6 +25,7 @@ from google.protobuf import struct_pb2
 
 from xds_control.config.flow import HOLD_MARGIN_S
 from xds_control.flow.refused import Refused
+from xds_control.signals.load_report import FORMAT_HEADER, REPORT_HEADER
 from xds_control.xds.picker import DESTINATION_HEADER, SERVED_KEY, usage_mode
 
 __all__ = [
@@ -34,11 +37,13 @@ __all__ = [
     "given_back",
     "header_values",
     "hold_timeout",
+    "load_report",
     "no_endpoint",
     "passed",
     "picked",
     "refusal",
     "served",
+    "stripped",
     "subset",
     "usage_asked",
     "whole_body_answers",
@@ -56,24 +61,30 @@ _FULL_DUPLEX = processing_mode_pb2.ProcessingMode.FULL_DUPLEX_STREAMED
 _BUFFERED = processing_mode_pb2.ProcessingMode.BUFFERED_PARTIAL
 
 
-def _destination(addresses: Sequence[str]) -> tuple[ext.CommonResponse, struct_pb2.Struct]:
-    """The protocol's two carriers of one answer: the header and the ``envoy.lb`` metadata."""
+def _destination(
+    addresses: Sequence[str], *, ask_load: bool
+) -> tuple[ext.CommonResponse, struct_pb2.Struct]:
+    """The protocol's two carriers of one answer: the header and the ``envoy.lb`` metadata;
+    ``ask_load``: the request also asks the server for its load with the response."""
     value = ",".join(addresses)
     common = ext.CommonResponse()
-    common.header_mutation.set_headers.append(
-        base_pb2.HeaderValueOption(
-            header=base_pb2.HeaderValue(key=DESTINATION_HEADER, raw_value=value.encode()),
-            append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD,
+    headers = [(DESTINATION_HEADER, value)] + ([(FORMAT_HEADER, "TEXT")] if ask_load else [])
+    for key, text in headers:
+        common.header_mutation.set_headers.append(
+            base_pb2.HeaderValueOption(
+                header=base_pb2.HeaderValue(key=key, raw_value=text.encode()),
+                append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD,
+            )
         )
-    )
     metadata = struct_pb2.Struct()
     metadata.fields[METADATA_NAMESPACE].struct_value.fields[DESTINATION_HEADER].string_value = value
     return common, metadata
 
 
-def picked(addresses: Sequence[str]) -> ext.ProcessingResponse:
-    """A buffered body's answer: the destination set on the body's response."""
-    common, metadata = _destination(addresses)
+def picked(addresses: Sequence[str], *, ask_load: bool = False) -> ext.ProcessingResponse:
+    """A buffered body's answer: the destination set on the body's response (``ask_load``:
+    and the request for the server's load)."""
+    common, metadata = _destination(addresses, ask_load=ask_load)
     return ext.ProcessingResponse(
         request_body=ext.BodyResponse(response=common), dynamic_metadata=metadata
     )
@@ -90,17 +101,17 @@ def given_back(kind: str, body: bytes, *, end: bool) -> ext.ProcessingResponse:
 
 
 def whole_body_answers(
-    addresses: Sequence[str], *, body: bytes, ended_by: str
+    addresses: Sequence[str], *, body: bytes, ended_by: str, ask_load: bool = False
 ) -> list[ext.ProcessingResponse]:
     """Full duplex, once the body is whole: the headers' answer with the destination (none:
     no mutation), then the body given back in one piece (in this mode what the processor does
     not send back never reaches the server), then the trailers' answer if they ended it.
     ``ended_by``: the message kind that ended the request (``request_headers`` for a request
-    with no body, ``request_body`` or ``request_trailers``)."""
+    with no body, ``request_body`` or ``request_trailers``). ``ask_load``: as ``picked``."""
     headers = ext.HeadersResponse()
     metadata = None
     if addresses:
-        common, metadata = _destination(addresses)
+        common, metadata = _destination(addresses, ask_load=ask_load)
         headers.response.CopyFrom(common)
     out = [ext.ProcessingResponse(request_headers=headers, dynamic_metadata=metadata)]
     if ended_by != "request_headers":
@@ -201,3 +212,20 @@ def served(request: ext.ProcessingRequest) -> str:
         return ""
     value = str(lb.fields[SERVED_KEY].string_value)
     return "" if value == "-" else value
+
+
+def load_report(request: ext.ProcessingRequest) -> str | None:
+    """The server's ``endpoint-load-metrics`` on the response headers' message (``None``: it
+    sent none)."""
+    for header in request.response_headers.headers.headers:
+        if header.key == REPORT_HEADER:
+            raw: bytes = header.raw_value
+            return raw.decode(errors="replace") if raw else str(header.value)
+    return None
+
+
+def stripped(answer: ext.ProcessingResponse) -> ext.ProcessingResponse:
+    """``answer`` to the response headers, also removing the server's load report: it is
+    for the picker, not the client."""
+    answer.response_headers.response.header_mutation.remove_headers.append(REPORT_HEADER)
+    return answer

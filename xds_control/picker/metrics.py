@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-__all__ = ["PICKS", "PICK_SECONDS", "SERVED"]
+__all__ = ["LOAD_REPORTS", "PICKS", "PICK_SECONDS", "SERVED"]
 
 PICKS = Counter(
     "xds_control_picker_picks_total",
@@ -20,6 +20,13 @@ SERVED = Counter(
     "server named first) or elsewhere (Envoy went down the fallback list or retried; the "
     "prefix index then records the server that answered).",
     ["pool", "where"],
+)
+LOAD_REPORTS = Counter(
+    "xds_control_picker_load_reports_total",
+    "Responses of pools with per_response_load that carried their server's "
+    "endpoint-load-metrics header (removed before the client), by pool and outcome: read "
+    "(recorded as the server's queue and KV use) or refused (a form the picker does not read).",
+    ["pool", "outcome"],
 )
 PICK_SECONDS = Histogram(
     "xds_control_picker_pick_seconds",

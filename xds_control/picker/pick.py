@@ -6,6 +6,8 @@ A ``Pick`` is the answer: the servers to name, best first. ``PoolMemory`` is a p
 routing history (``PrefixIndex``), its open assignments (``Ledger``) and its mean prompt
 size. ``queued_tokens`` and ``cached_tokens`` are two inputs of the ranking (``score.py``):
 what waits ahead of a request on each server, and what each server has cached of its prompt.
+``freshest`` is the servers' queue and KV use as last known: the engine's reading, or the
+server's own report with its last response when that came later.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from xds_control.picker.index import PrefixIndex
 from xds_control.picker.ledger import Ledger
 from xds_control.picker.prefix import BLOCK_BYTES, Prompt
 from xds_control.picker.score import Candidate, uncached_tokens
+from xds_control.signals.reported_load import Reported
 
 __all__ = [
     "ASSIGNMENT_MAX_AGE_S",
@@ -24,6 +27,7 @@ __all__ = [
     "Pick",
     "PoolMemory",
     "cached_tokens",
+    "freshest",
     "queued_tokens",
 ]
 
@@ -63,6 +67,26 @@ def queued_tokens(
     for c in candidates:
         tokens, counted = queue.get(c.address, (0.0, 0))
         out[c.address] = tokens + max(0.0, c.waiting - counted) * mean_tokens
+    return out
+
+
+def freshest(
+    candidates: Sequence[Candidate], *, reported: Callable[[str], Reported | None]
+) -> list[Candidate]:
+    """``candidates`` with each one's ``waiting`` and ``kv_usage`` (and their times) from the
+    report its server sent with its last response (``reported(address)``) wherever that
+    came after the engine's reading or the engine has none: the picker's view of a queue is
+    then at most one response old. A report that names neither leaves the candidate as is."""
+    out = []
+    for c in candidates:
+        last = reported(c.address)
+        if last is not None:
+            report, at = last
+            if report.waiting is not None and (c.observed_at is None or at > c.observed_at):
+                c = c._replace(waiting=report.waiting, observed_at=at)
+            if report.kv_usage is not None and (c.kv_observed_at is None or at > c.kv_observed_at):
+                c = c._replace(kv_usage=report.kv_usage, kv_observed_at=at)
+        out.append(c)
     return out
 
 

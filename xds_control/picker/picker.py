@@ -22,9 +22,18 @@ from xds_control.picker.cached_blocks import CachedBlocks, CachedPrefix
 from xds_control.picker.fleet import Fleet
 from xds_control.picker.index import PrefixIndex
 from xds_control.picker.metrics import PICKS, SERVED
-from xds_control.picker.pick import EventCredit, Pick, PoolMemory, cached_tokens, queued_tokens
+from xds_control.picker.pick import (
+    EventCredit,
+    Pick,
+    PoolMemory,
+    cached_tokens,
+    freshest,
+    queued_tokens,
+)
 from xds_control.picker.prefix import Prompt, Tokenize, read_prompt
 from xds_control.picker.score import Candidate, Ranking, Term, adapter_term, rank
+from xds_control.signals.load_report import LoadReport
+from xds_control.signals.reported_load import ReportedLoad
 
 __all__ = ["Picker"]
 
@@ -44,6 +53,7 @@ class Picker:
         tokenizers: Callable[[str], Tokenize | None] | None = None,
         stale: Callable[[str, str], bool] | None = None,
         delivered: Callable[[str], frozenset[str] | None] | None = None,
+        reported: ReportedLoad | None = None,
     ) -> None:
         """``cached_blocks`` is the index from the servers' KV events; it decides for the
         servers that publish them once ``tokenizers(pool)`` gives the pool's ``Tokenize`` (a
@@ -51,7 +61,9 @@ class Picker:
         also counts prompt tokens exactly. Without both, routing history decides, and so it
         does for a server whose events ``stale(pool, address)`` says have stopped.
         ``delivered(pool)`` gives the servers every Envoy has taken (its ACKed EDS; ``None``:
-        none asks): flow control dispatches only to those."""
+        none asks): flow control dispatches only to those. ``reported`` keeps the load each
+        server reported with its last response (pools with ``per_response_load``; the
+        engine reads it too); ``None``: the picker keeps its own."""
         self.fleet = fleet
         self._delivered = delivered
         self.clock = clock
@@ -59,6 +71,7 @@ class Picker:
         self._tokenizers = tokenizers
         self._stale = stale
         self._pools: dict[str, PoolMemory] = {}
+        self.reported = ReportedLoad() if reported is None else reported
 
     def _pool(self, pool: str, capacity: int) -> PoolMemory:
         state = self._pools.get(pool)
@@ -168,7 +181,7 @@ class Picker:
     ) -> tuple[Ranking, Sequence[Candidate], Mapping[str, float]]:
         settings = self.fleet.picker(pool)
         assert settings is not None
-        candidates: Sequence[Candidate] = self.fleet.candidates(pool)
+        candidates = self._candidates(pool, settings)
         if subset is not None:
             candidates = [c for c in candidates if c.address in subset]
         now = self.clock()
@@ -209,6 +222,23 @@ class Picker:
         outcome = "held" if chosen in cached else "moved" if cached else "placed"
         PICKS.labels(pool=pool, outcome=outcome).inc()
 
+    def _candidates(self, pool: str, settings: PoolPicker) -> Sequence[Candidate]:
+        """``pool``'s servers, their queues as last known (``freshest``) when the pool asks
+        for per-response load."""
+        candidates = self.fleet.candidates(pool)
+        if not settings.per_response_load:
+            return candidates
+        return freshest(candidates, reported=self.reported.last)
+
+    def asks_load(self, pool: str) -> bool:
+        """``pool``'s servers are asked for their load with every response."""
+        settings = self.fleet.picker(pool)
+        return settings is not None and settings.per_response_load
+
+    def report(self, *, address: str, report: LoadReport) -> None:
+        """``address`` answered with ``report`` (its ``endpoint-load-metrics``), now."""
+        self.reported.record(address, report, at=self.clock())
+
     def open_tokens(self, pool: str) -> dict[str, float]:
         """Address -> prompt tokens of the requests the picker sent there that have not ended
         (before a reading of the server discounts them): what it believes each one queues."""
@@ -223,10 +253,11 @@ class Picker:
     def saturated(self, pool: str) -> bool:
         """No healthy server of ``pool`` has room for one more request, by its flow control's
         thresholds (``xds_control.flow.saturated``); ``False`` without flow control."""
-        flow = self.flow_control(pool)
-        if flow is None:
+        settings = self.fleet.picker(pool)
+        flow = None if settings is None else settings.flow
+        if settings is None or flow is None:
             return False
-        candidates = self.fleet.candidates(pool)
+        candidates = self._candidates(pool, settings)
         delivered = self._delivered(pool) if self._delivered is not None else None
         if delivered is not None:
             # A server the control plane knows but an Envoy has not ACKed yet (scale from

@@ -1,5 +1,5 @@
 """Signals: per-endpoint samples from Prometheus, from direct /metrics scrapes and from the
-data path (Envoy's access log)."""
+data path (Envoy's access log) and the servers' own per-response load reports."""
 
 from xds_control.signals.access_log import (
     AccessLogServicer,
@@ -8,9 +8,11 @@ from xds_control.signals.access_log import (
     DataPathSource,
 )
 from xds_control.signals.data_path import DataPathWindow
+from xds_control.signals.load_report import LoadReport, parse_load_report
 from xds_control.signals.merge import merge_samples
 from xds_control.signals.observation import Observation, from_entry
 from xds_control.signals.prometheus import PrometheusSource
+from xds_control.signals.reported_load import ReportedLoad
 from xds_control.signals.sample import RATIO_SIGNALS, Reading, Sample, Signal, make_reading
 from xds_control.signals.scrape import ScrapeSource
 from xds_control.signals.source import SignalSource, Target, targets_for_pool
@@ -23,9 +25,11 @@ __all__ = [
     "DataPathLatency",
     "DataPathSource",
     "DataPathWindow",
+    "LoadReport",
     "Observation",
     "PrometheusSource",
     "Reading",
+    "ReportedLoad",
     "Sample",
     "ScrapeSource",
     "Signal",
@@ -34,6 +38,7 @@ __all__ = [
     "from_entry",
     "make_reading",
     "merge_samples",
+    "parse_load_report",
     "render_queries",
     "targets_for_pool",
 ]

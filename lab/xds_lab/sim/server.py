@@ -9,6 +9,7 @@ who answered.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 import uuid
@@ -179,8 +180,24 @@ class SimServer:
             else:
                 conn.force_close()
 
-    async def _stamp(self, _request: web.Request, response: web.StreamResponse) -> None:
+    async def _stamp(self, request: web.Request, response: web.StreamResponse) -> None:
         response.headers[SERVER_HEADER] = self.name
+        asked = request.headers.get("endpoint-load-metrics-format", "")
+        # vLLM and Triton's TensorRT-LLM backend report; SGLang and ONNX Runtime do not.
+        if asked.upper() in ("TEXT", "JSON") and self.profile.engine in ("vllm", "triton"):
+            response.headers["endpoint-load-metrics"] = self._load_report(asked.upper())
+
+    def _load_report(self, form: str) -> str:
+        """The state now as vLLM reports it with a response (its ORCA header, in vLLM's
+        order and Python's float form), when the request asked for one."""
+        gauges = self.gauges()
+        named = {
+            "num_requests_waiting": float(gauges.waiting),
+            "kv_cache_usage_perc": gauges.kv_used_blocks / max(1, gauges.kv_capacity_blocks),
+        }
+        if form == "JSON":
+            return f"JSON {json.dumps({'named_metrics': named})}"
+        return "TEXT " + ", ".join(f"named_metrics.{k}={v}" for k, v in named.items())
 
     def gauges(self) -> GaugeView:
         """The instantaneous state the metrics report."""
