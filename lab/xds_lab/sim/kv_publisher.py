@@ -52,6 +52,12 @@ class KvEventsSpec(BaseModel):
         description="Block hashes as vLLM's int (low 64 bits) or bytes (the digest).",
     )
     topic: str = Field("", description="vLLM's default topic is empty.")
+    replay_topic: bool = Field(
+        False,
+        description="Replay answers carry the topic frame before the sequence number, as "
+        "vLLM 0.32's ROUTER sends them (``topic, seq, payload``; its end marker an empty "
+        "topic); off: ``seq, payload``, as the releases this simulator was first written from.",
+    )
     buffer_steps: int = Field(10_000, ge=1, description="Batches kept for replay.")
     replay_sndhwm: int = Field(
         1_000,
@@ -177,10 +183,13 @@ class KvPublisher:
             client, _, start_bytes = frames
             start = int.from_bytes(start_bytes, "big", signed=True)
             self.replays += 1
+            topic = [self.spec.topic.encode()] if self.spec.replay_topic else []
             for seq, payload in list(self.buffer):
                 if seq >= start:
-                    await router.send_multipart([client, b"", seq.to_bytes(8, "big"), payload])
-            await router.send_multipart([client, b"", _END, b""])
+                    await router.send_multipart(
+                        [client, b"", *topic, seq.to_bytes(8, "big"), payload]
+                    )
+            await router.send_multipart([client, b"", *([b""] if topic else []), _END, b""])
 
 
 def layout_for(engine: str, layout: str | None, *, hashes: str = "int") -> str:
