@@ -269,8 +269,12 @@ class KvSubscriber:
             deadline = loop.time() + self._replay_pause_s
             if frames and frames[0] == b"":
                 frames = frames[1:]  # the DEALER keeps the REQ-style empty delimiter
+            if len(frames) == 3:
+                frames = frames[1:]  # vLLM 0.32 sends the topic first (its end marker: empty)
             if len(frames) != 2 or len(frames[0]) != 8:
-                self._refuse(f"a replay answer of {len(frames)} frames, not (seq, payload)")
+                self._refuse(
+                    f"a replay answer of {len(frames)} frames, not ([topic,] seq, payload)"
+                )
                 continue
             seq = int.from_bytes(frames[0], "big", signed=True)
             if seq == _END:
