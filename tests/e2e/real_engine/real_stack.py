@@ -43,6 +43,10 @@ def real_config(
             "picker": {
                 "address": f"127.0.0.1:{free_port()}",
                 "tokenizer": str(model),
+                # Not the 50 ms default: on two cores shared with the rest of the suite, and
+                # niced, the picker can miss it, and Envoy then fails open past what the test
+                # reads (the pick, the response body's usage).
+                "message_timeout_ms": 2000,
                 **(picker or {}),
             },
             "kv_events": {"topic": "kv-events"},
