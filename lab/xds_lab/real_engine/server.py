@@ -16,8 +16,11 @@ The block size is vLLM's choice (128 on the CPU build); read it from ``block_siz
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
+import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -171,9 +174,12 @@ class VllmServer:
         _log.info("vllm healthy", server=self.name, address=self.address)
 
     def kill(self) -> None:
-        """SIGKILL (a crash)."""
-        if self.process is not None:
-            self.process.kill()
+        """SIGKILL to the server's whole process group (a crash): its engine core and worker
+        too, which hold the KV-event sockets and would keep the ports from a restart."""
+        proc = self.process.proc if self.process is not None else None
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     async def stop(self) -> None:
         """SIGTERM, then SIGKILL."""
