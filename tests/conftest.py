@@ -16,6 +16,7 @@ import structlog
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 _E2E = Path(__file__).resolve().parent / "e2e"
+_REAL_ENGINE = _E2E / "real_engine"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -25,10 +26,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     is one a new file can forget. ``tryfirst``: the marks must be on before ``-m`` deselects.
 
     ``make test`` runs two lanes side by side: ``-m "serial or fault"`` (tests that judge times
-    or rates under steady load, one at a time as before) and everything else."""
+    or rates under steady load, one at a time as before) and everything else; the tests under
+    ``tests/e2e/real_engine`` (marked ``vllm`` here) run in a third lane of their own, in one
+    process, which starts their real vLLM servers once."""
     for item in items:
         if item.path.is_relative_to(_E2E):
             item.add_marker(pytest.mark.e2e)
+        if item.path.is_relative_to(_REAL_ENGINE):
+            item.add_marker(pytest.mark.vllm)
 
 
 @pytest.fixture(autouse=True)
