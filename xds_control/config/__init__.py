@@ -37,6 +37,7 @@ from xds_control.config.model import (
     RouteMatch,
 )
 from xds_control.config.restart import RestartConfig
+from xds_control.config.roles import ROLE_LABEL, Role, role_of_label
 from xds_control.config.root import ENV_PREFIX, Config, gateway_fleets, group_names
 from xds_control.config.signals import DataPathConfig, EndpointMapping, ScrapeConfig, SignalsConfig
 from xds_control.config.weights import EngineBaseWeights, HealthPolicy, WeightPolicy
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_GROUP",
     "ENV_PREFIX",
     "PER_REQUEST_STEP",
+    "ROLE_LABEL",
     "AdaptPolicy",
     "CircuitBreakers",
     "ClassRate",
@@ -77,6 +79,7 @@ __all__ = [
     "PriorityClass",
     "RestartConfig",
     "RetryPolicy",
+    "Role",
     "Route",
     "RouteMatch",
     "ScrapeConfig",
@@ -92,4 +95,5 @@ __all__ = [
     "parse_config",
     "parse_host_port",
     "resolve_data_path",
+    "role_of_label",
 ]

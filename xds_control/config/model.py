@@ -21,6 +21,7 @@ from xds_control.config.kv_events import KvEventPorts, KvEventsConfig
 from xds_control.config.limits import Limits, PriorityClass
 from xds_control.config.picker import PoolPicker
 from xds_control.config.regex import re2_error
+from xds_control.config.roles import Role
 from xds_control.config.strict import StrictModel
 from xds_control.config.weights import WeightPolicy
 
@@ -103,6 +104,11 @@ class EndpointConfig(StrictModel):
         default=None,
         description="The server's KV-event ports, when not its pool's `kv_events` ports "
         "(docs/kv-events.md). Read only in a pool with `kv_events`.",
+    )
+    role: Role = Field(
+        default=Role.BOTH,
+        description="Its part in a disaggregated pool (the pool's picker `disaggregation`): "
+        "`prefill` (prefills for other servers), `decode` or `both` (docs/disaggregation.md).",
     )
 
 

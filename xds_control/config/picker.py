@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from xds_control.config.address import IpPort
+from xds_control.config.disaggregation import Disaggregation
 from xds_control.config.discovery import HostNamePort
 from xds_control.config.flow import FlowControl
 from xds_control.config.lora import LoraAdapters
@@ -142,6 +143,13 @@ class PoolPicker(StrictModel):
         description="The pool's LoRA adapters: a request whose `model` names one goes to "
         "the servers running it while they have room, and avoids a server whose adapter "
         "slots are full (docs/picker.md, *adapter*). Unset: `model` is not read.",
+    )
+
+    disaggregation: Disaggregation | None = Field(
+        default=None,
+        description="Prefill a request's prompt on another server of the pool than the one "
+        "that decodes it, for prompts worth it (endpoints' `role`, docs/disaggregation.md). "
+        "Unset: every server prefills what it decodes.",
     )
 
     @property

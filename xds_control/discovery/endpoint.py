@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from xds_control.config import Engine
 from xds_control.config.devices import Device
 from xds_control.config.kv_events import KvEventPorts
+from xds_control.config.roles import Role
 from xds_control.discovery.health import Health
 
 __all__ = ["Endpoint"]
@@ -42,3 +43,6 @@ class Endpoint:
     """Its own KV-event ports, when config (an endpoint entry's ``kv_events``) or discovery
     (a pod's ``xds-control.io/kv-events-port`` annotation or ``kv-events`` container port)
     names them; ``None``: its pool's."""
+    role: Role = Role.BOTH
+    """Its part in a disaggregated pool, from config (an endpoint entry's ``role``) or discovery
+    (the pod label ``llm-d.ai/role``); ``BOTH`` when nothing names one."""

@@ -25,6 +25,7 @@ def to_endpoints(configs: Iterable[EndpointConfig]) -> tuple[Endpoint, ...]:
                 device=item.device,
                 engine=item.engine,
                 kv_events=item.kv_events,
+                role=item.role,
             )
         )
     return tuple(out)

@@ -22,7 +22,9 @@ __all__ = ["Fleet", "candidates", "picker_addresses"]
 def _candidate(endpoint: Endpoint, decision: WeightDecision | None) -> Candidate:
     if decision is None:
         healthy = endpoint.health is Health.HEALTHY
-        return Candidate(address=endpoint.address, weight=endpoint.weight, healthy=healthy)
+        return Candidate(
+            address=endpoint.address, weight=endpoint.weight, healthy=healthy, role=endpoint.role
+        )
     why = decision.explanation
     readings = why.sample.readings if why.sample else {}
     waiting, kv = readings.get(Signal.WAITING), readings.get(Signal.KV_USAGE)
@@ -36,6 +38,7 @@ def _candidate(endpoint: Endpoint, decision: WeightDecision | None) -> Candidate
         kv_usage=None if kv is None else kv.value,
         kv_observed_at=None if kv is None else kv.observed_at,
         adapters=why.sample.adapters if why.sample else None,
+        role=endpoint.role,
     )
 
 

@@ -43,10 +43,12 @@ _MEAN_WEIGHT = 0.05
 class Pick:
     """One request's answer: the servers of its pool to name, best first (the first takes
     it, the rest are Envoy's fallbacks). Empty: nothing to pick on; Envoy's fallback policy
-    decides (or, for a gateway, 503). A pick that names a second destination (the prefill
-    server of a disaggregated pool) adds it here, beside ``addresses`` (docs/picker.md)."""
+    decides (or, for a gateway, 503). In a disaggregated pool ``addresses`` are decode
+    servers and ``prefill`` the server that prefills the prompt for them; ``None``: the
+    first of ``addresses`` prefills it itself (aggregated, docs/disaggregation.md)."""
 
     addresses: tuple[str, ...] = ()
+    prefill: str | None = None
 
     def __bool__(self) -> bool:
         return bool(self.addresses)

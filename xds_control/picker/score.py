@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from xds_control.config.roles import Role
 from xds_control.signals.sample import Adapters
 
 __all__ = [
@@ -90,6 +91,9 @@ class Candidate(NamedTuple):
     """When ``kv_usage`` was read (Unix seconds)."""
     adapters: Adapters | None = None
     """Its LoRA adapters, as its engine last reported them; ``None``: not reported."""
+    role: Role = Role.BOTH
+    """Its part in a disaggregated pool: only a server that decodes is a request's destination,
+    only one that prefills its prefill destination."""
 
 
 def _draw(key: bytes, address: str) -> float:
